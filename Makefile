@@ -1,0 +1,40 @@
+# The one place that says how to install, run, test, lint and benchmark mcp-eventlog.
+# Every target installs what it needs first (into .venv), so each works on a fresh clone.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install run migrate test test-sqlite lint format bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,mcp]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)  ## create .venv and install the service with its dev and MCP extras
+
+run: $(STAMP)  ## serve on 127.0.0.1:8080 with the SQLite file ./eventlog.db (migrated on start)
+	$(BIN)/mcp-eventlog serve
+
+migrate: $(STAMP)  ## bring EVENTLOG_DATABASE_URL to the newest migration
+	$(BIN)/mcp-eventlog migrate
+
+test: $(STAMP)  ## the whole suite, on SQLite and PostgreSQL (CI=true: PostgreSQL must be there)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
+	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
+
+lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app
+	$(BIN)/ruff check app tests migrations
+	$(BIN)/ruff format --check app tests migrations
+	$(BIN)/mypy --strict app
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix app tests migrations
+	$(BIN)/ruff format app tests migrations
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

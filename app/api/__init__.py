@@ -1,0 +1,1 @@
+"""HTTP: routers, schemas, auth and the mapping of errors to problem+json."""

@@ -1,0 +1,184 @@
+"""Request and response bodies of the HTTP API (the OpenAPI document is built from these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from app.domain.decision import Reason, Verdict
+
+MAX_SEQ = 2**63 - 1
+
+GenerationReason = Literal["initial", "failover", "retry", "reset"]
+
+
+def _no_nul_valid_utf8(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ValueError("must be valid UTF-8 (no lone surrogates)") from None
+    return value
+
+
+def _sse_field(value: str) -> str:
+    if any(ch in value for ch in "\x00\r\n"):
+        raise ValueError("must not contain NUL, CR or LF (it is an SSE field)")
+    return _no_nul_valid_utf8(value)
+
+
+EventData = Annotated[str, AfterValidator(_no_nul_valid_utf8)]
+EventType = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_sse_field)]
+Producer = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_sse_field)]
+
+
+class _Request(BaseModel):
+    # Strict: "47" is not 47 and 1.0 is not a seq; unknown fields are typos, not extensions.
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class OpenGenerationRequest(_Request):
+    """Options for a new generation; all optional."""
+
+    reason: GenerationReason | None = Field(
+        default=None, description="Why it is opened; default `initial` for epoch 1, else `reset`."
+    )
+    producer: Producer | None = Field(default=None, description="Who writes it (free text).")
+    max_events: int | None = Field(
+        default=None, ge=1, description="Events retained; older ones are evicted."
+    )
+    ttl_seconds: int | None = Field(
+        default=None, ge=1, description="Seconds after its last write before it expires."
+    )
+
+
+class EventIn(_Request):
+    """One event to append: its SSE `data` and optional SSE `event` type."""
+
+    data: EventData
+    event: EventType | None = None
+
+
+class AppendRequest(_Request):
+    """An atomic batch of events; see the contract for `first_seq` and `terminal`."""
+
+    events: list[EventIn]
+    first_seq: int | None = Field(default=None, ge=1, le=MAX_SEQ)
+    terminal: bool = False
+
+    @model_validator(mode="after")
+    def _events_or_terminal(self) -> AppendRequest:
+        if not self.events and not self.terminal:
+            raise ValueError("events may be empty only when terminal is true")
+        return self
+
+
+class ResumeRequest(_Request):
+    """A client's claim to resume after `last_event_id`."""
+
+    last_event_id: str = Field(description="The client's `Last-Event-ID`, exactly as sent.")
+    limit: int | None = Field(
+        default=None, ge=1, description="Events returned at most (default 500)."
+    )
+
+
+class Generation(BaseModel):
+    """A generation of a stream: its place (epoch), its events' range and its state."""
+
+    stream_id: str
+    generation: str = Field(description="The generation token.")
+    epoch: int
+    reason: str
+    producer: str | None
+    head_seq: int
+    tail_seq: int
+    terminal: bool
+    terminal_seq: int | None
+    max_events: int
+    ttl_seconds: int
+    superseded: bool
+    expired: bool
+    created_at: datetime
+    supersedes: str | None
+
+
+class AppendResponse(BaseModel):
+    """The ids of the appended (or recognised duplicate) events and the generation's range."""
+
+    generation: str
+    event_ids: list[str]
+    head_seq: int
+    tail_seq: int
+    terminal: bool
+    duplicate: bool
+
+
+class EventOut(BaseModel):
+    """One stored event."""
+
+    id: str
+    seq: int
+    event: str | None
+    data: str
+    terminal: bool
+
+
+class ResumeResponse(BaseModel):
+    """The verdict on a resume claim and, where it delivers any, events to send."""
+
+    verdict: Verdict
+    reason: Reason
+    detail: str
+    stream_id: str | None
+    last_event_id: str
+    generation: str | None
+    discard_client_state: bool
+    events: list[EventOut]
+    next_after: int | None
+    terminal: bool
+    head_seq: int | None
+    tail_seq: int | None
+
+
+class PageResponse(BaseModel):
+    """A page of a generation's events; `next_after` is set while more remain."""
+
+    generation: str
+    events: list[EventOut]
+    next_after: int | None
+    head_seq: int
+    tail_seq: int
+    terminal: bool
+
+
+class StreamResponse(BaseModel):
+    """A stream and its current generation."""
+
+    stream_id: str
+    created_at: datetime
+    updated_at: datetime
+    generations: int
+    current: Generation | None
+
+
+class Health(BaseModel):
+    """Liveness."""
+
+    status: Literal["ok"]
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem; `code` is stable and what programs should match on."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None

@@ -1,0 +1,138 @@
+"""The append rules: where a batch goes, and when it is a retry of one already stored.
+
+Kafka's idempotent producer is the model: a writer that sends `first_seq` can resend a
+batch after a timeout, and the log answers "already stored" instead of storing it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Refusal(StrEnum):
+    """Why an append is refused (the problem `code`)."""
+
+    SUPERSEDED = "superseded"
+    TERMINAL = "terminal"
+    SEQ_CONFLICT = "seq_conflict"
+    SEQ_GAP = "seq_gap"
+
+
+@dataclass(frozen=True, slots=True)
+class EventBody:
+    """What a writer sends for one event: the SSE `event` type and its `data`."""
+
+    data: str
+    event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationState:
+    """The state of the generation being appended to, read under its write lock."""
+
+    head_seq: int
+    tail_seq: int
+    current: bool
+    terminal: bool
+    terminal_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendPlan:
+    """The accepted outcome: store `count` events from `first_seq`, or nothing (duplicate)."""
+
+    first_seq: int
+    count: int
+    duplicate: bool
+    terminal: bool
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event of the batch (the tail, for an empty batch)."""
+        return self.first_seq + self.count - 1
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRefused:
+    """The refused outcome, with a human-readable detail."""
+
+    refusal: Refusal
+    detail: str
+
+
+def overlap(state: GenerationState, first_seq: int | None, count: int) -> range:
+    """The stored seqs a batch claims to repeat; the store reads these before `plan_append`."""
+    if first_seq is None or first_seq > state.tail_seq:
+        return range(0)
+    return range(max(first_seq, state.head_seq), min(first_seq + count, state.tail_seq + 1))
+
+
+def plan_append(
+    state: GenerationState,
+    batch: Sequence[EventBody],
+    *,
+    first_seq: int | None,
+    terminal: bool,
+    stored: Mapping[int, EventBody],
+) -> AppendPlan | AppendRefused:
+    """Apply the contract's append rules; `stored` holds the events at `overlap(...)`.
+
+    A verified retry is answered as a duplicate even when the generation has since been
+    superseded or finished: the events *are* stored, and the writer must learn that.
+    """
+    if first_seq is not None and first_seq <= state.tail_seq:
+        return _retry(state, batch, first_seq, terminal, stored)
+    if _is_repeated_finish(state, batch, first_seq, terminal):
+        return AppendPlan(state.tail_seq + 1, 0, duplicate=True, terminal=True)
+    if not state.current:
+        return AppendRefused(Refusal.SUPERSEDED, "a newer generation fenced this one")
+    if state.terminal:
+        return AppendRefused(Refusal.TERMINAL, "the generation is terminal")
+    expected = state.tail_seq + 1
+    if first_seq is not None and first_seq != expected:
+        return AppendRefused(Refusal.SEQ_GAP, f"first_seq {first_seq}, expected {expected}")
+    return AppendPlan(expected, len(batch), duplicate=False, terminal=terminal)
+
+
+def _is_repeated_finish(
+    state: GenerationState, batch: Sequence[EventBody], first_seq: int | None, terminal: bool
+) -> bool:
+    # "Finish at the tail" sent again after a lost response: already true, so idempotent.
+    return (
+        terminal
+        and not batch
+        and state.terminal
+        and first_seq == state.tail_seq + 1
+        and state.terminal_seq == state.tail_seq
+    )
+
+
+def _retry(
+    state: GenerationState,
+    batch: Sequence[EventBody],
+    first_seq: int,
+    terminal: bool,
+    stored: Mapping[int, EventBody],
+) -> AppendPlan | AppendRefused:
+    plan = AppendPlan(first_seq, len(batch), duplicate=True, terminal=terminal)
+    if not batch:
+        # An empty terminal batch at first_seq <= tail names no event: it can only be a
+        # retry of "finish at the tail" when first_seq is exactly tail + 1 (handled above).
+        return AppendRefused(Refusal.SEQ_CONFLICT, "an empty batch must start at tail_seq + 1")
+    if plan.last_seq > state.tail_seq:
+        return AppendRefused(
+            Refusal.SEQ_CONFLICT, f"the batch overlaps the tail ({state.tail_seq})"
+        )
+    if first_seq < state.head_seq:
+        return AppendRefused(
+            Refusal.SEQ_CONFLICT,
+            f"seqs before the head ({state.head_seq}) were evicted; a retry cannot be verified",
+        )
+    for seq, body in enumerate(batch, start=first_seq):
+        if stored.get(seq) != body:
+            return AppendRefused(Refusal.SEQ_CONFLICT, f"seq {seq} is stored with other content")
+    if terminal and state.terminal_seq != plan.last_seq:
+        return AppendRefused(Refusal.SEQ_CONFLICT, "the stored batch was not terminal")
+    return plan

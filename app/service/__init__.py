@@ -1,0 +1,1 @@
+"""Use cases: what the writer API does, in the problem's words, over the store."""

@@ -1,0 +1,1 @@
+"""Everything that talks SQL: the schema, the engine and the store."""

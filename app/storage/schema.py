@@ -1,0 +1,117 @@
+"""The tables. Alembic migrations are the authority; a test proves these agree with them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on both databases (SQLite stores no offset; we put it back)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return None if value is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        stamp: datetime = value
+        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit identity.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+streams = Table(
+    "streams",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("stream_id", String(256), nullable=False),
+    Column("last_epoch", Integer, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("tenant", "stream_id"),
+)
+
+generations = Table(
+    "generations",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("token", String(64), nullable=False),
+    Column("stream_pk", _Id, ForeignKey("streams.id", ondelete="CASCADE"), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("reason", String(16), nullable=False),
+    Column("producer", String(256), nullable=True),
+    Column("head_seq", BigInteger, nullable=False),
+    Column("tail_seq", BigInteger, nullable=False),
+    Column("retained_events", BigInteger, nullable=False),
+    Column("retained_bytes", BigInteger, nullable=False),
+    Column("terminal", Boolean, nullable=False),
+    Column("terminal_seq", BigInteger, nullable=True),
+    Column("max_events", Integer, nullable=False),
+    Column("ttl_seconds", Integer, nullable=False),
+    Column("supersedes", String(64), nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("last_append_at", UtcDateTime(), nullable=False),
+    # last write (open, append, terminal) + ttl_seconds: what the retention worker scans.
+    Column("expires_at", UtcDateTime(), nullable=False),
+    Column("terminal_at", UtcDateTime(), nullable=True),
+    Column("superseded_at", UtcDateTime(), nullable=True),
+    Column("expired_at", UtcDateTime(), nullable=True),
+    UniqueConstraint("token"),
+    UniqueConstraint("stream_pk", "epoch"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column(
+        "generation_pk",
+        _Id,
+        ForeignKey("generations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("seq", BigInteger, nullable=False),
+    Column("event", String(256), nullable=True),
+    Column("data", Text, nullable=False),
+    Column("nbytes", Integer, nullable=False),
+    PrimaryKeyConstraint("generation_pk", "seq"),
+    # Events are read and evicted by (generation, seq) ranges only: cluster them on it.
+    sqlite_with_rowid=False,
+)
+
+Index("ix_generations_expires_at", generations.c.expires_at)

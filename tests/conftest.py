@@ -1,0 +1,131 @@
+"""Fixtures: every API test runs on SQLite and on PostgreSQL (`backend` is parametrized)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.api.app import create_app
+from app.settings import Settings
+from app.storage.migrate import upgrade
+from tests.databases import (
+    create_postgres_database,
+    drop_postgres_database,
+    postgres_reachable,
+    postgres_required,
+)
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the PostgreSQL backend, so `-m "not postgresql"` works."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "postgresql":
+            item.add_marker(pytest.mark.postgresql)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once; each test gets a copy."""
+    path = tmp_path_factory.mktemp("template") / "eventlog.db"
+    upgrade(f"sqlite+aiosqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """One migrated PostgreSQL database for the run; tests truncate it before use."""
+    problem = postgres_reachable()
+    if problem is not None:
+        if postgres_required():
+            pytest.fail(f"PostgreSQL is required (CI=true) but unreachable: {problem}")
+        pytest.skip(f"no PostgreSQL server: {problem}")
+    url = create_postgres_database()
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        drop_postgres_database(url)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The database the test runs on."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def migrated_database(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
+) -> str:
+    """A migrated database of the test's backend (PostgreSQL's may hold earlier tests' rows)."""
+    if backend == "sqlite":
+        path = tmp_path / "eventlog.db"
+        shutil.copyfile(sqlite_template, path)
+        return f"sqlite+aiosqlite:///{path}"
+    url: str = request.getfixturevalue("postgres_database")
+    return url
+
+
+@pytest.fixture
+async def database_url(backend: str, migrated_database: str) -> str:
+    """An empty, migrated database of the test's backend."""
+    url = migrated_database
+    if backend == "sqlite":
+        return url
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("TRUNCATE streams, generations, events RESTART IDENTITY"))
+    finally:
+        await engine.dispose()
+    return url
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    """Settings for a test: the given database, small limits where a test wants them."""
+    return Settings(database_url=database_url, **overrides)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Default settings on the test's database."""
+    return make_settings(database_url)
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client talking to the app in-process, lifespan included."""
+    async with app_client(settings) as http:
+        yield http
+
+
+class app_client:  # noqa: N801 - used like a function: `async with app_client(settings)`
+    """Start the app's lifespan and give an `httpx.AsyncClient` bound to it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = create_app(settings)
+        self._lifespan: Any = None
+        self._client: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> httpx.AsyncClient:
+        self._lifespan = self.app.router.lifespan_context(self.app)
+        await self._lifespan.__aenter__()
+        transport = httpx.ASGITransport(app=self.app)
+        self._client = httpx.AsyncClient(transport=transport, base_url="http://eventlog.test")
+        return self._client
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._client is not None
+        await self._client.aclose()
+        await self._lifespan.__aexit__(*exc)

@@ -1,0 +1,65 @@
+"""Test databases: a migrated SQLite file per test, one migrated PostgreSQL database per run.
+
+PostgreSQL comes from `EVENTLOG_TEST_POSTGRES_URL` (default: the local server, trust auth).
+When it cannot be reached its tests skip, except under `CI=true` (or
+`EVENTLOG_REQUIRE_POSTGRES=1`), where that is an error: CI must run both halves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+
+
+def postgres_server_url() -> str:
+    """The maintenance database URL of the PostgreSQL server used by the tests."""
+    return os.environ.get("EVENTLOG_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+
+
+def postgres_required() -> bool:
+    """Whether a missing PostgreSQL fails the run instead of skipping its tests."""
+    return (
+        os.environ.get("CI", "").lower() == "true"
+        or os.environ.get("EVENTLOG_REQUIRE_POSTGRES") == "1"
+    )
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def _admin(url: str, statement: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(url), timeout=5)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+def create_postgres_database() -> str:
+    """Create a fresh, empty database on the server; returns its SQLAlchemy URL."""
+    server = postgres_server_url()
+    name = f"eventlog_test_{os.getpid()}_{secrets.token_hex(4)}"
+    asyncio.run(_admin(server, f'CREATE DATABASE "{name}"'))
+    return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_postgres_database(url: str) -> None:
+    """Drop a database made by `create_postgres_database` (closing its connections)."""
+    name = make_url(url).database
+    asyncio.run(_admin(postgres_server_url(), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def postgres_reachable() -> str | None:
+    """None when the server answers; otherwise why not."""
+    try:
+        asyncio.run(_admin(postgres_server_url(), "SELECT 1"))
+    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
