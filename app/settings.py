@@ -4,12 +4,29 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.decision import TerminalPolicy
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./eventlog.db"
+
+
+class KeySpec(BaseModel):
+    """One bearer key of `EVENTLOG_KEYS`: its scope, its tenant, the key or its SHA-256."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scope: Literal["writer", "admin"]
+    tenant: str = Field(default="default", min_length=1, max_length=64)
+    key: str | None = Field(default=None, min_length=16, repr=False)
+    key_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> KeySpec:
+        if (self.key is None) == (self.key_sha256 is None):
+            raise ValueError("give exactly one of key or key_sha256")
+        return self
 
 
 class Settings(BaseSettings):
@@ -46,6 +63,22 @@ class Settings(BaseSettings):
     max_page_bytes: int = Field(default=4 * 1_048_576, ge=1)
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
+
+    keys: tuple[KeySpec, ...] = Field(
+        default=(), description="Bearer keys (JSON list); none: the service is open, loopback only."
+    )
+
+    retention_interval_seconds: float = Field(
+        default=60.0, ge=0, description="Pause between retention runs in `serve`; 0: no worker."
+    )
+    retention_batch_size: int = Field(default=200, ge=1)
+    tombstone_ttl_seconds: int = Field(default=7 * 86_400, ge=0)
+    max_generations_per_stream: int = Field(default=100, ge=1)
+
+    decision_log: bool = True
+    decision_log_max_rows: int = Field(default=100_000, ge=1)
+    decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)
 
     @property
     def is_sqlite(self) -> bool:
