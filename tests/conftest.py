@@ -86,7 +86,9 @@ async def database_url(backend: str, migrated_database: str) -> str:
     engine = create_async_engine(url)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text("TRUNCATE streams, generations, events RESTART IDENTITY"))
+            await conn.execute(
+                text("TRUNCATE streams, generations, events, decisions RESTART IDENTITY")
+            )
     finally:
         await engine.dispose()
     return url

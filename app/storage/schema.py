@@ -115,3 +115,26 @@ events = Table(
 )
 
 Index("ix_generations_expires_at", generations.c.expires_at)
+# The retention worker deletes tombstones by their age.
+Index("ix_generations_expired_at", generations.c.expired_at)
+# The admin listing pages streams by id across tenants and filters by prefix.
+Index("ix_streams_stream_id", streams.c.stream_id)
+
+# The decision audit log: one row per resume decision, bounded by count and age (the
+# retention worker trims it), so it is never the history of record, only recent evidence.
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("decided_at", UtcDateTime(), nullable=False),
+    Column("tenant", String(64), nullable=False),
+    Column("stream_id", String(256), nullable=True),
+    Column("last_event_id", String(300), nullable=False),
+    Column("verdict", String(16), nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("generation", String(64), nullable=True),
+    Column("events", Integer, nullable=False),
+)
+
+Index("ix_decisions_decided_at", decisions.c.decided_at)
+Index("ix_decisions_stream_id", decisions.c.stream_id)
