@@ -112,7 +112,7 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
-class app_client:  # noqa: N801 - used like a function: `async with app_client(settings)`
+class app_client:
     """Start the app's lifespan and give an `httpx.AsyncClient` bound to it."""
 
     def __init__(self, settings: Settings) -> None:
