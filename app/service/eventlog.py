@@ -11,8 +11,9 @@ from app.domain.ids import parse_event_id
 from app.domain.paging import PageRefusal, check_page
 from app.service.clock import Clock, utc_now
 from app.service.errors import InvalidRequest, LimitExceeded, PageRefused
+from app.service.observer import EventLogObserver, Observers
 from app.settings import Settings
-from app.storage.errors import UnknownStream
+from app.storage.errors import AppendRefusedError, UnknownStream
 from app.storage.records import (
     AppendResult,
     EventPage,
@@ -48,10 +49,17 @@ class ResumeAnswer:
 class EventLogService:
     """The writer API's use cases, over one `Store`."""
 
-    def __init__(self, store: Store, settings: Settings, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        clock: Clock = utc_now,
+        observer: EventLogObserver | None = None,
+    ) -> None:
         self._store = store
         self._settings = settings
         self._clock = clock
+        self._observer = observer or Observers()
 
     async def open_generation(
         self,
@@ -89,9 +97,15 @@ class EventLogService:
     ) -> AppendResult:
         """Append a batch atomically (see the contract for retries and refusals)."""
         self._check_limits(batch)
-        return await self._store.append(
-            tenant, token, batch, first_seq=first_seq, terminal=terminal, now=self._clock()
-        )
+        try:
+            result = await self._store.append(
+                tenant, token, batch, first_seq=first_seq, terminal=terminal, now=self._clock()
+            )
+        except AppendRefusedError as refused:
+            self._observer.refused(refused.refusal)
+            raise
+        self._observer.appended(result)
+        return result
 
     def _check_limits(self, batch: Sequence[EventBody]) -> None:
         s = self._settings
@@ -110,6 +124,13 @@ class EventLogService:
         self, tenant: str, last_event_id: str, *, asked_stream: str | None, limit: int
     ) -> ResumeAnswer:
         """Decide a resume claim and read what the verdict delivers, in one snapshot."""
+        answer = await self._resume(tenant, last_event_id, asked_stream=asked_stream, limit=limit)
+        self._observer.decided(tenant, last_event_id, answer)
+        return answer
+
+    async def _resume(
+        self, tenant: str, last_event_id: str, *, asked_stream: str | None, limit: int
+    ) -> ResumeAnswer:
         claim = parse_event_id(last_event_id)
         async with self._store.snapshot() as snap:
             gen = None if claim is None else await snap.find_generation(tenant, claim.token)

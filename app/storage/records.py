@@ -85,6 +85,7 @@ class AppendResult:
     first_seq: int
     count: int
     duplicate: bool
+    evicted: int = 0  # events this append evicted past the generation's max_events
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,7 +173,10 @@ class Store:
                 await conn.execute(insert(events), _event_rows(gen.pk, plan.first_seq, batch))
             appended_bytes = sum(len(body.data.encode()) for body in batch)
             updated = await _advance(conn, gen, plan.last_seq, appended_bytes, terminal, now)
-            return AppendResult(updated, plan.first_seq, plan.count, duplicate=False)
+            evicted = updated.head_seq - gen.head_seq
+            return AppendResult(
+                updated, plan.first_seq, plan.count, duplicate=False, evicted=evicted
+            )
 
     async def generation(self, tenant: str, token: str) -> GenerationRecord:
         """One generation by token, or `UnknownGeneration`."""
