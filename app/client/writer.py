@@ -1,0 +1,154 @@
+"""The writer API as typed async calls: what MCP servers use to store and resume streams."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any, Literal, Self
+from urllib.parse import quote
+
+import httpx
+
+from app.client.connection import RetryPolicy, ServiceConnection
+from app.client.models import (
+    AppendResult,
+    EventPage,
+    Generation,
+    NewEvent,
+    ResumeAnswer,
+    StoredEvent,
+    StreamView,
+)
+
+GenerationReason = Literal["initial", "failover", "retry", "reset"]
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+class EventLogClient:
+    """A typed async client for the writer API (`/v1`).
+
+    Refusals raise the `EventLogError` subclass of their problem code (see
+    `app.client.errors`). What is retried (transport errors, 5xx) is only what is safe:
+    appends that carry `first_seq` (a repeat is answered 200 `duplicate`, nothing is stored
+    twice), resume and reads. Opening a generation is never retried: a repeat would open a
+    second one and supersede the first.
+
+    Use it as `async with EventLogClient(...) as log:`, or call `aclose()`; see
+    `ServiceConnection` for `base_url`, `key`, `http` and the environment defaults.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        key: str | None = None,
+        *,
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        connection: ServiceConnection | None = None,
+    ) -> None:
+        self.connection = connection or ServiceConnection(
+            base_url, key, http=http, timeout=timeout, retry=retry
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Release the connection pool."""
+        await self.connection.aclose()
+
+    async def open_generation(
+        self,
+        stream_id: str,
+        *,
+        reason: GenerationReason | None = None,
+        producer: str | None = None,
+        max_events: int | None = None,
+        ttl_seconds: int | None = None,
+    ) -> Generation:
+        """Open a new current generation of `stream_id`; the previous one is fenced.
+
+        Never retried (see the class docstring): a failure is raised at once.
+        """
+        options = {
+            "reason": reason,
+            "producer": producer,
+            "max_events": max_events,
+            "ttl_seconds": ttl_seconds,
+        }
+        body = {name: value for name, value in options.items() if value is not None}
+        answer = await self.connection.request(
+            "POST", f"/v1/streams/{_segment(stream_id)}/generations", json=body, retry=False
+        )
+        return Generation.from_json(answer)
+
+    async def append(
+        self,
+        generation: str,
+        events: Sequence[NewEvent],
+        *,
+        first_seq: int | None = None,
+        terminal: bool = False,
+    ) -> AppendResult:
+        """Append a batch atomically; retried only when `first_seq` makes a repeat idempotent."""
+        body: dict[str, Any] = {
+            "events": [e.to_json() for e in events],
+            "first_seq": first_seq,
+            "terminal": terminal,
+        }
+        answer = await self.connection.request(
+            "POST",
+            f"/v1/generations/{_segment(generation)}/events",
+            json=body,
+            retry=first_seq is not None,
+        )
+        return AppendResult.from_json(answer)
+
+    async def resume(
+        self, last_event_id: str, *, stream_id: str | None = None, limit: int | None = None
+    ) -> ResumeAnswer:
+        """The verdict on `last_event_id`, on `stream_id`'s route or (without it) `/v1/resume`."""
+        body: dict[str, Any] = {"last_event_id": last_event_id}
+        if limit is not None:
+            body["limit"] = limit
+        path = "/v1/resume" if stream_id is None else f"/v1/streams/{_segment(stream_id)}/resume"
+        answer = await self.connection.request("POST", path, json=body, retry=True)
+        return ResumeAnswer.from_json(answer)
+
+    async def page(self, generation: str, *, after: int = 0, limit: int | None = None) -> EventPage:
+        """The events of `generation` after seq `after`; `Evicted` rather than skip any."""
+        params = {"after": after} if limit is None else {"after": after, "limit": limit}
+        answer = await self.connection.request(
+            "GET", f"/v1/generations/{_segment(generation)}/events", params=params, retry=True
+        )
+        return EventPage.from_json(answer)
+
+    async def events_after(
+        self, generation: str, after: int, *, limit: int | None = None
+    ) -> AsyncIterator[StoredEvent]:
+        """Every event of `generation` after seq `after`, in order, page by page."""
+        next_after: int | None = after
+        while next_after is not None:
+            page = await self.page(generation, after=next_after, limit=limit)
+            for event in page.events:
+                yield event
+            next_after = page.next_after
+
+    async def stream(self, stream_id: str) -> StreamView:
+        """The stream and its current generation (`UnknownStream` when there is none)."""
+        answer = await self.connection.request(
+            "GET", f"/v1/streams/{_segment(stream_id)}", retry=True
+        )
+        return StreamView.from_json(answer)
