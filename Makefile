@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite lint format bench bench-quick clean
+.PHONY: install run migrate test test-sqlite lint domain-coverage format docker clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app
 	$(BIN)/ruff check app tests migrations
 	$(BIN)/ruff format --check app tests migrations
 	$(BIN)/mypy --strict app
+
+domain-coverage: $(STAMP)  ## the decision table's tests cover every branch of app/domain
+	$(BIN)/python -m coverage run --branch --source=app/domain --data-file=.coverage.domain -m pytest -q -p no:cacheprovider tests/domain
+	$(BIN)/python -m coverage report --data-file=.coverage.domain --fail-under=100 --show-missing
+
+docker:  ## build the image (needs a Docker engine)
+	docker build -t mcp-eventlog .
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix app tests migrations
