@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from app.api.auth import Keyring, Principal, Scope
+from app.service.admin import AdminService
 from app.service.eventlog import EventLogService
 from app.settings import Settings
 from app.storage.store import Store
 
-DEFAULT_TENANT = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling: the tenant whose streams it sees, and its scope."""
-
-    tenant: str
-    scope: str
+# Documents the scheme in OpenAPI; `auto_error=False` so that the keyring, not FastAPI,
+# decides between open service, 401 and 403.
+_bearer = HTTPBearer(auto_error=False, description="A key from EVENTLOG_KEYS")
 
 
 def get_settings(request: Request) -> Settings:
@@ -40,12 +36,37 @@ def get_service(request: Request) -> EventLogService:
     return service
 
 
-def get_principal() -> Principal:
-    """The caller. Without configured keys the service is open: one tenant, every scope."""
-    return Principal(tenant=DEFAULT_TENANT, scope="admin")
+def get_admin_service(request: Request) -> AdminService:
+    """The operator use cases built by the lifespan."""
+    service: AdminService = request.app.state.admin
+    return service
+
+
+def _authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
+    keyring: Keyring = request.app.state.keyring
+    header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
+    return keyring.authenticate(header)
+
+
+def get_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """A writer: 401 without a valid key, 403 without the `writer` scope."""
+    return Keyring.require(_authenticate(request, credentials), Scope.WRITER)
+
+
+def get_admin(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """An operator: 401 without a valid key, 403 without the `admin` scope."""
+    return Keyring.require(_authenticate(request, credentials), Scope.ADMIN)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 ServiceDep = Annotated[EventLogService, Depends(get_service)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+AdminDep = Annotated[Principal, Depends(get_admin)]
+AdminServiceDep = Annotated[AdminService, Depends(get_admin_service)]

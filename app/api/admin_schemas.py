@@ -1,0 +1,168 @@
+"""Bodies of the admin API (kept beside the writer's `schemas.py`, one module per audience)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.domain.decision import Reason, Verdict
+
+
+class AdminGeneration(BaseModel):
+    """A generation as an operator sees it: state, retention and every timestamp."""
+
+    stream_id: str
+    tenant: str
+    generation: str
+    epoch: int
+    reason: str
+    producer: str | None
+    head_seq: int
+    tail_seq: int
+    terminal: bool
+    terminal_seq: int | None
+    retained_events: int
+    retained_bytes: int
+    max_events: int
+    ttl_seconds: int
+    superseded: bool
+    expired: bool = Field(description="Its events were purged; the token is a tombstone.")
+    supersedes: str | None
+    created_at: datetime
+    last_append_at: datetime
+    expires_at: datetime
+    terminal_at: datetime | None
+    superseded_at: datetime | None
+    expired_at: datetime | None
+
+
+class AdminStream(BaseModel):
+    """A stream in the listing, with its current generation."""
+
+    stream_id: str
+    tenant: str
+    created_at: datetime
+    updated_at: datetime
+    generations: int = Field(description="Generations ever opened (the newest epoch).")
+    current: AdminGeneration | None
+
+
+class StreamList(BaseModel):
+    """A page of streams; pass `next_cursor` as `cursor` for the next one."""
+
+    streams: list[AdminStream]
+    next_cursor: str | None
+
+
+class StreamDetail(BaseModel):
+    """A stream and every generation it still has (tombstones included), in epoch order."""
+
+    stream_id: str
+    tenant: str
+    generations: list[AdminGeneration]
+
+
+class PurgeResponse(BaseModel):
+    """What a purge did: generations made tombstones and events deleted."""
+
+    stream_id: str
+    tenant: str
+    tombstoned: int
+    purged_events: int
+
+
+class ExplainRequest(BaseModel):
+    """A claim to decide as a dry run; `tenant` looks the token up as that tenant would."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    last_event_id: str
+    stream_id: str | None = None
+    tenant: str | None = None
+
+
+class CheckOut(BaseModel):
+    """One row of the decision table as it was evaluated."""
+
+    row: int
+    condition: str
+    verdict: Verdict
+    reason: Reason
+    matched: bool
+
+
+class ClaimOut(BaseModel):
+    """The parsed `Last-Event-ID`."""
+
+    token: str
+    seq: int
+
+
+class DeliveryOut(BaseModel):
+    """What the resume would deliver: `events` events of `generation` after `after`."""
+
+    generation: str
+    after: int
+    events: int
+
+
+class ExplainResponse(BaseModel):
+    """The verdict, every check up to the match, and what a resume would have delivered."""
+
+    verdict: Verdict
+    reason: Reason
+    detail: str
+    last_event_id: str
+    stream_id: str | None
+    claim: ClaimOut | None
+    generation: AdminGeneration | None
+    checks: list[CheckOut]
+    would_deliver: DeliveryOut | None
+    discard_client_state: bool
+
+
+class DecisionOut(BaseModel):
+    """One recorded resume decision."""
+
+    decided_at: datetime
+    tenant: str
+    stream_id: str | None
+    last_event_id: str
+    verdict: str
+    reason: str
+    generation: str | None = Field(description="The generation whose events were delivered.")
+    events: int
+
+
+class DecisionList(BaseModel):
+    """Recent decisions, newest first."""
+
+    decisions: list[DecisionOut]
+
+
+class GenerationCounts(BaseModel):
+    """Generations by state; each is in exactly one (expired, else terminal, else ...)."""
+
+    live: int
+    terminal: int
+    superseded: int
+    expired: int
+
+
+class VerdictCount(BaseModel):
+    """How many recorded decisions had this verdict and reason."""
+
+    verdict: str
+    reason: str
+    count: int
+
+
+class StatsResponse(BaseModel):
+    """Counts across the whole log; verdicts cover the audit log's window."""
+
+    streams: int
+    generations: GenerationCounts
+    retained_events: int
+    retained_bytes: int
+    verdicts: list[VerdictCount]

@@ -1,0 +1,146 @@
+"""Prometheus metrics: HTTP requests by route template, verdicts, appends, retention.
+
+Each app has its own registry (no import-time globals), served at `GET /metrics`. Labels
+are route templates and codes only, never stream ids, tokens or tenants, so the number of
+series stays bounded whatever the traffic.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.domain.append import Refusal
+from app.service.retention import RetentionReport
+from app.storage.records import AppendResult
+
+if TYPE_CHECKING:
+    from app.service.eventlog import ResumeAnswer
+
+UNMATCHED_ROUTE = "<unmatched>"
+
+
+class Metrics:
+    """The service's counters and histograms, in one registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "eventlog_http_requests", "HTTP requests", ["method", "route", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "eventlog_http_request_duration_seconds",
+            "HTTP request latency",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.verdicts = Counter(
+            "eventlog_resume_verdicts", "Resume decisions", ["verdict", "reason"], registry=r
+        )
+        self.appends = Counter(
+            "eventlog_appends", "Accepted append batches", ["duplicate"], registry=r
+        )
+        self.appended_events = Counter(
+            "eventlog_appended_events", "Events stored by appends", registry=r
+        )
+        self.evicted_events = Counter(
+            "eventlog_evicted_events", "Events evicted past a generation's max_events", registry=r
+        )
+        self.refused_appends = Counter(
+            "eventlog_refused_appends", "Refused append batches", ["refusal"], registry=r
+        )
+        self.fenced_appends = Counter(
+            "eventlog_fenced_appends", "Appends refused as superseded (stale producer)", registry=r
+        )
+        self.retention_runs = Counter(
+            "eventlog_retention_runs", "Retention passes", ["outcome"], registry=r
+        )
+        self.expired_generations = Counter(
+            "eventlog_expired_generations", "Generations made tombstones", ["why"], registry=r
+        )
+        self.purged_events = Counter(
+            "eventlog_purged_events", "Events deleted by retention", registry=r
+        )
+        self.dropped_decisions = Counter(
+            "eventlog_decision_log_dropped", "Audit entries dropped (buffer full)", registry=r
+        )
+
+    def decided(self, tenant: str, last_event_id: str, answer: ResumeAnswer) -> None:
+        """Count a resume verdict by reason."""
+        decision = answer.decision
+        self.verdicts.labels(decision.verdict.value, decision.reason.value).inc()
+
+    def appended(self, result: AppendResult) -> None:
+        """Count an accepted batch, its events and what it evicted."""
+        self.appends.labels(str(result.duplicate).lower()).inc()
+        if not result.duplicate:
+            self.appended_events.inc(result.count)
+            self.evicted_events.inc(result.evicted)
+
+    def refused(self, refusal: Refusal) -> None:
+        """Count a refused batch; `superseded` is also a fenced append."""
+        self.refused_appends.labels(refusal.value).inc()
+        if refusal is Refusal.SUPERSEDED:
+            self.fenced_appends.inc()
+
+    def retention_pass(self, report: RetentionReport) -> None:
+        """Count a retention pass and what it removed."""
+        self.retention_runs.labels("ran" if report.ran else "skipped_locked").inc()
+        self.expired_generations.labels("ttl").inc(report.expired)
+        self.expired_generations.labels("cap").inc(report.capped)
+        self.purged_events.inc(report.purged_events)
+
+    def dropped(self, count: int) -> None:
+        """Count audit entries dropped because the buffer was full."""
+        self.dropped_decisions.inc(count)
+
+
+class RequestMetricsMiddleware:
+    """Counts and times every HTTP request by method, route template and status."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            labels = (scope["method"], route_template(scope), str(status))
+            self.metrics.requests.labels(*labels).inc()
+            self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)
+
+
+def route_template(scope: Scope) -> str:
+    """The matched route's path template (`/v1/streams/{stream_id}/resume`), not the path."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition of this process's metrics."""
+    registry: Metrics = request.app.state.metrics
+    return Response(generate_latest(registry.registry), media_type=CONTENT_TYPE_LATEST)
