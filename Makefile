@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite lint domain-coverage format docker clean
+.PHONY: install run migrate test test-sqlite lint domain-coverage format docker bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ docker:  ## build the image (needs a Docker engine)
 format: $(STAMP)
 	$(BIN)/ruff check --fix app tests migrations
 	$(BIN)/ruff format app tests migrations
+
+bench: $(STAMP)  ## the benchmarks (under 10 min): table on stdout, JSON + PNG in bench/results/
+	$(BIN)/python -m bench
+
+bench-quick: $(STAMP)  ## the same at small sizes (under a minute; CI's smoke run, never asserts times)
+	$(BIN)/python -m bench --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

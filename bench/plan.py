@@ -1,0 +1,60 @@
+"""How big and how long each measurement is: the full run and the `--quick` smoke run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Sizes and durations of one run."""
+
+    name: str
+    append_seconds: float  # timed window of each append run
+    warmup_seconds: float  # untimed start of each append run
+    single_concurrency: int  # clients appending one event per request
+    batch_concurrency: int  # clients appending `batch` events per request
+    batch: int
+    raw_seconds: float  # the in-process SQLite ceiling
+    resume_sizes: tuple[int, ...]  # stored events when resume latency is measured
+    resume_seconds: float
+    resume_max_requests: int
+    replay_events: int  # the long tail replayed page by page
+    replay_page: int
+    sdk_repeats: int  # replays of the SDK store per size
+    peer_seconds: float  # each Redis measurement
+
+
+FULL = Plan(
+    name="full",
+    append_seconds=8.0,
+    warmup_seconds=1.0,
+    single_concurrency=16,
+    batch_concurrency=4,
+    batch=100,
+    raw_seconds=5.0,
+    resume_sizes=(10_000, 100_000, 1_000_000),
+    resume_seconds=6.0,
+    resume_max_requests=3_000,
+    replay_events=100_000,
+    replay_page=5_000,
+    sdk_repeats=30,
+    peer_seconds=4.0,
+)
+
+QUICK = Plan(
+    name="quick",
+    append_seconds=1.0,
+    warmup_seconds=0.2,
+    single_concurrency=16,
+    batch_concurrency=4,
+    batch=100,
+    raw_seconds=0.7,
+    resume_sizes=(2_000, 10_000, 20_000),
+    resume_seconds=0.8,
+    resume_max_requests=300,
+    replay_events=10_000,
+    replay_page=5_000,
+    sdk_repeats=10,
+    peer_seconds=0.5,
+)

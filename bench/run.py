@@ -1,0 +1,226 @@
+"""The run: every measurement in one process tree, side by side, in a fixed order.
+
+Order matters on a noisy 2-core machine: the no-op ceiling is measured right before and
+right after the service's append runs, and its spread is reported as the run's noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench import ceilings, peers, seed, servers
+from bench.plan import Plan
+
+Results = dict[str, Any]
+LOAD_TIMEOUT_S = 300
+
+
+def load(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one load in its own process (`python -m bench.load`) and return its result."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.load"],
+        input=json.dumps(spec).encode(),
+        capture_output=True,
+        cwd=servers.REPO,
+        timeout=LOAD_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"load {spec['kind']} failed:\n{done.stderr.decode()[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def say(message: str) -> None:
+    """Progress on stderr (the table goes to stdout)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _append(plan: Plan, ports: list[int], *, batch: int, tag: str, open_: bool = True) -> Results:
+    concurrency = plan.single_concurrency if batch == 1 else plan.batch_concurrency
+    return load(
+        {
+            "kind": "append",
+            "ports": ports,
+            "concurrency": concurrency,
+            "batch": batch,
+            "duration": plan.append_seconds,
+            "warmup": plan.warmup_seconds,
+            "tag": tag,
+            "open": open_,
+        }
+    )
+
+
+def _resume(plan: Plan, port: int, claims: list[tuple[str, str]]) -> Results:
+    return load(
+        {
+            "kind": "resume",
+            "port": port,
+            "claims": claims,
+            "duration": plan.resume_seconds,
+            "max_requests": plan.resume_max_requests,
+        }
+    )
+
+
+def _resume_series(plan: Plan, url: str, logdir: Path) -> Results:
+    """Resume latency as stored history grows; the server keeps running as rows are added."""
+    layout = seed.Layout()
+    out: Results = {}
+    claims: list[tuple[str, str]] = []
+    with servers.service(url, logdir, name="service-resume") as server:
+        for size in plan.resume_sizes:
+            began = time.perf_counter()
+            streams = size // layout.events_per_stream - len(claims)
+            claims += seed.seed_streams(url, "hist", len(claims), streams, layout)
+            say(f"  seeded {size:,} events in {time.perf_counter() - began:.1f}s; resuming")
+            # Resume into recently seeded and old streams alike, in a shuffled fixed order.
+            order = sorted(claims, key=lambda c: hash(c[1]) % 1_000_003)
+            out[str(size)] = _resume(plan, server.port, order)
+    return out
+
+
+def _replay(plan: Plan, url: str, logdir: Path) -> Results:
+    token = seed.seed_long_generation(url, "replay-tail", plan.replay_events)
+    with servers.service(url, logdir, name="service-replay") as server:
+        # Warm the process up (imports, pool, caches) before the baseline is taken.
+        load(
+            {
+                "kind": "replay",
+                "port": server.port,
+                "stream_id": "replay-tail",
+                "last_event_id": f"{token}:{plan.replay_events - 10}",
+                "limit": plan.replay_page,
+            }
+        )
+        with servers.RssSampler(server.pid) as rss:
+            result = load(
+                {
+                    "kind": "replay",
+                    "port": server.port,
+                    "stream_id": "replay-tail",
+                    "last_event_id": f"{token}:0",
+                    "limit": plan.replay_page,
+                }
+            )
+        return {
+            **result,
+            "rss_baseline_mib": rss.baseline / 2**20,
+            "rss_peak_mib": rss.peak / 2**20,
+            "rss_growth_mib": rss.growth / 2**20,
+        }
+
+
+def sqlite_suite(plan: Plan, workdir: Path) -> Results:
+    """Items 1-4 on SQLite: append vs no-op, batched vs raw, resume by size, replay."""
+    out: Results = {}
+    with servers.noop(workdir) as noop:
+        say("no-op endpoint, single-event appends (before)")
+        out["noop_before"] = _append(plan, [noop.port], batch=1, tag="noop", open_=False)
+    url = f"sqlite+aiosqlite:///{workdir}/append.db"
+    seed.migrate(url)
+    with servers.service(url, workdir) as server:
+        say("service on SQLite, single-event appends")
+        out["append_single"] = _append(plan, [server.port], batch=1, tag="single")
+        say(f"service on SQLite, {plan.batch}-event appends")
+        out["append_batch"] = _append(plan, [server.port], batch=plan.batch, tag="batch")
+    with servers.noop(workdir) as noop:
+        say("no-op endpoint, single-event appends (after)")
+        out["noop_after"] = _append(plan, [noop.port], batch=1, tag="noop", open_=False)
+    for batch in (plan.batch, 1):
+        say(f"raw in-process SQLite, {batch}-event transactions")
+        path = workdir / f"raw-{batch}.db"
+        raw_url = f"sqlite+aiosqlite:///{path}"
+        seed.migrate(raw_url)
+        out[f"raw_{batch}"] = ceilings.raw_sqlite_append(
+            str(path), raw_url, batch=batch, duration=plan.raw_seconds
+        )
+    history = f"sqlite+aiosqlite:///{workdir}/history.db"
+    seed.migrate(history)
+    say("service on SQLite, resume latency by stored history")
+    out["resume"] = _resume_series(plan, history, workdir)
+    say(f"service on SQLite, replay of a {plan.replay_events:,}-event tail")
+    out["replay"] = _replay(plan, history, workdir)
+    return out
+
+
+def postgres_suite(plan: Plan, workdir: Path) -> Results:
+    """Items 1-3 on PostgreSQL, with one and with two service processes on one database."""
+    out: Results = {}
+    with servers.throwaway_postgres() as url:
+        seed.migrate(url)
+        with servers.service(url, workdir, name="pg-1") as one:
+            say("service on PostgreSQL, single-event appends")
+            out["append_single"] = _append(plan, [one.port], batch=1, tag="pg-single")
+            say(f"service on PostgreSQL, {plan.batch}-event appends")
+            out["append_batch"] = _append(plan, [one.port], batch=plan.batch, tag="pg-batch")
+            with servers.service(url, workdir, name="pg-2") as two:
+                ports = [one.port, two.port]
+                say("two service processes on one PostgreSQL, single-event appends")
+                out["two_append_single"] = _append(plan, ports, batch=1, tag="pg2-single")
+                say(f"two service processes on one PostgreSQL, {plan.batch}-event appends")
+                out["two_append_batch"] = _append(plan, ports, batch=plan.batch, tag="pg2-batch")
+        say("service on PostgreSQL, resume latency by stored history")
+        out["resume"] = _resume_series(plan, url, workdir)
+    return out
+
+
+def peer_suite(plan: Plan) -> Results:
+    """Item 6: the SDK's in-memory store and Redis Streams at the same sizes."""
+    out: Results = {"sdk": {}}
+    for size in plan.resume_sizes:
+        say(f"SDK InMemoryEventStore, {size:,} events")
+        out["sdk"][str(size)] = peers.sdk_store(size, repeats=plan.sdk_repeats)
+    if peers.redis_available():
+        say("Redis Streams")
+        out["redis"] = peers.redis_streams(
+            list(plan.resume_sizes),
+            duration=plan.peer_seconds,
+            max_requests=plan.resume_max_requests,
+        )
+    else:
+        out["redis"] = None
+        say("Redis is not answering on 127.0.0.1:6379: skipped")
+    return out
+
+
+def _timed(name: str, suite: Callable[[], Results], timings: dict[str, float]) -> Results:
+    began = time.perf_counter()
+    try:
+        return suite()
+    finally:
+        timings[name] = time.perf_counter() - began
+
+
+def run(plan: Plan) -> Results:
+    """Every suite of the plan; the raw results (the report derives the table)."""
+    timings: dict[str, float] = {}
+    results: Results = {
+        "plan": plan.name,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "loadavg_before": os.getloadavg()},
+    }
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eventlog-bench-")))
+        results["sqlite"] = _timed("sqlite", lambda: sqlite_suite(plan, workdir), timings)
+        if servers.postgres_available():
+            results["postgresql"] = _timed(
+                "postgresql", lambda: postgres_suite(plan, workdir), timings
+            )
+        else:
+            results["postgresql"] = None
+            say("PostgreSQL is not answering on 127.0.0.1:5432: skipped")
+        results["peers"] = _timed("peers", lambda: peer_suite(plan), timings)
+    results["machine"]["loadavg_after"] = os.getloadavg()
+    results["seconds"] = timings
+    return results
