@@ -1,15 +1,22 @@
-"""`mcp-eventlog serve | migrate`: the service's command line."""
+"""`mcp-eventlog serve | migrate | gc | admin …`: the service's command line."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import ipaddress
+import json
 import logging
 import sys
 from collections.abc import Sequence
 
 import uvicorn
 
+from app.admin_cli import add_admin_parser, run_admin
+from app.api.logs import configure_logging, logging_config
+from app.client.admin import AdminClient
+from app.service.retention import collect_garbage
 from app.settings import Settings
 from app.storage.migrate import upgrade
 
@@ -21,9 +28,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     settings = Settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logging(settings)
+    if args.command == "admin":
+        # The CLI prints its own results; httpx's line per request would only be noise.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        return asyncio.run(_admin(args))
+    if args.command == "gc":
+        report = asyncio.run(collect_garbage(settings))
+        print(json.dumps(dataclasses.asdict(report)))
+        return 0
     if args.command == "migrate":
         upgrade(settings.database_url)
         log.info("schema is at the newest migration")
@@ -39,16 +52,28 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default EVENTLOG_PORT, 8080)")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     commands.add_parser("migrate", help="bring the database schema to the newest migration")
+    commands.add_parser("gc", help="run one retention pass now (expire, purge, trim) and exit")
+    add_admin_parser(commands)
     return parser
+
+
+async def _admin(args: argparse.Namespace) -> int:
+    async with AdminClient(args.url, args.key) as client:
+        return await run_admin(args, client)
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
+    if not settings.keys and not _is_loopback(host):
+        log.error(
+            "refusing to serve on %s: no keys are configured (EVENTLOG_KEYS), so anyone who "
+            "reaches it could write and read every stream; set keys or bind to 127.0.0.1",
+            host,
+        )
+        return 2
     if settings.should_migrate_on_start:
         upgrade(settings.database_url)
-    if not _is_loopback(host):
-        log.warning("serving on %s: anyone who reaches it can write and read streams", host)
     uvicorn.run(
         "app.api.app:create_app",
         factory=True,
@@ -56,6 +81,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         port=port,
         workers=args.workers,
         log_level=settings.log_level,
+        log_config=logging_config(settings),
         access_log=False,
     )
     return 0

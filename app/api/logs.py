@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.config
 import re
 import time
 import uuid
@@ -24,7 +25,12 @@ from app.settings import Settings
 
 _request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 _SANE_ID = re.compile(r"[A-Za-z0-9._\-]{1,64}")
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "request_id"}
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {
+    "message",
+    "asctime",
+    "request_id",
+    "color_message",
+}
 
 access_log = logging.getLogger("app.access")
 
@@ -54,19 +60,43 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+
+
+def logging_config(settings: Settings) -> dict[str, Any]:
+    """The `logging.config.dictConfig` of the process: text or JSON, with request ids.
+
+    `serve` hands it to uvicorn too, which applies it in every worker process, so uvicorn's
+    own lines come out in the same format.
+    """
+    formatter: dict[str, Any] = (
+        {"()": f"{__name__}.JsonFormatter"}
+        if settings.log_format == "json"
+        else {"format": TEXT_FORMAT}
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": f"{__name__}.RequestIdFilter"}},
+        "formatters": {"main": formatter},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "main",
+                "filters": ["request_id"],
+            }
+        },
+        "root": {"handlers": ["stderr"], "level": settings.log_level.upper()},
+        "loggers": {
+            name: {"handlers": [], "propagate": True}
+            for name in ("uvicorn", "uvicorn.error", "uvicorn.access")
+        },
+    }
+
+
 def configure_logging(settings: Settings) -> None:
-    """Root logging for the process: text or JSON (`EVENTLOG_LOG_FORMAT`), with request ids."""
-    handler = logging.StreamHandler()
-    handler.addFilter(RequestIdFilter())
-    if settings.log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
-        )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(settings.log_level.upper())
+    """Apply `logging_config(settings)` to this process."""
+    logging.config.dictConfig(logging_config(settings))
 
 
 class RequestLogMiddleware:

@@ -25,6 +25,7 @@ from datetime import timedelta
 from app.service.clock import Clock, utc_now
 from app.settings import Settings
 from app.storage.decisions import DecisionStore
+from app.storage.engine import create_engines
 from app.storage.errors import StorageError
 from app.storage.purge import Tombstoned
 from app.storage.retention import RetentionStore
@@ -145,3 +146,13 @@ async def _drain(step: Callable[[], Awaitable[int]]) -> int:
         total += count
         await asyncio.sleep(0)
     return total
+
+
+async def collect_garbage(settings: Settings) -> RetentionReport:
+    """One retention pass on `settings.database_url` (`mcp-eventlog gc`)."""
+    engines = create_engines(settings)
+    try:
+        worker = RetentionWorker(RetentionStore(engines), DecisionStore(engines), settings)
+        return await worker.run_once()
+    finally:
+        await engines.dispose()

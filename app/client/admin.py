@@ -1,0 +1,130 @@
+"""A small async client for the admin API, used by `mcp-eventlog admin`.
+
+It returns the service's JSON as plain dicts (the CLI prints them as tables or as they
+are); a problem response becomes `AdminRequestFailed` with the problem's `code`.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+PREFIX = "/admin/v1"
+
+
+class AdminRequestFailed(Exception):
+    """The service refused an admin request (or could not be reached: status 0)."""
+
+    def __init__(self, status: int, code: str, detail: str) -> None:
+        super().__init__(f"{status} {code}: {detail}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+class AdminClient:
+    """The admin API over HTTP, with a bearer key."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        key: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.AsyncClient(
+            base_url=url.rstrip("/"), headers=headers, transport=transport, timeout=timeout
+        )
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._http.aclose()
+
+    async def streams(
+        self,
+        *,
+        prefix: str = "",
+        tenant: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """A page of streams (`next_cursor` for the next page)."""
+        params = {"prefix": prefix, "tenant": tenant, "limit": limit, "cursor": cursor}
+        return await self._call("GET", "/streams", params=params)
+
+    async def stream(self, stream_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """A stream with all its generations."""
+        return await self._call("GET", f"/streams/{stream_id}", params={"tenant": tenant})
+
+    async def generation(self, token: str) -> dict[str, Any]:
+        """One generation."""
+        return await self._call("GET", f"/generations/{token}")
+
+    async def explain(
+        self, last_event_id: str, *, stream_id: str | None = None, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """The resume decision as a dry run, with every check."""
+        body = {"last_event_id": last_event_id, "stream_id": stream_id, "tenant": tenant}
+        return await self._call("POST", "/explain", json={k: v for k, v in body.items() if v})
+
+    async def decisions(
+        self,
+        *,
+        stream_id: str | None = None,
+        verdict: str | None = None,
+        reason: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+    ) -> dict[str, Any]:
+        """Recent resume decisions, newest first."""
+        params = {
+            "stream_id": stream_id,
+            "verdict": verdict,
+            "reason": reason,
+            "tenant": tenant,
+            "limit": limit,
+        }
+        return await self._call("GET", "/decisions", params=params)
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts across the log and verdicts by reason."""
+        return await self._call("GET", "/stats")
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = await self._http.request(method, PREFIX + path, params=query, json=json)
+        except httpx.TransportError as error:
+            reason = f"{type(error).__name__}: {error}"
+            raise AdminRequestFailed(0, "unreachable", reason) from error
+        if response.is_success:
+            body: dict[str, Any] = response.json()
+            return body
+        raise _failure(response)
+
+
+def _failure(response: httpx.Response) -> AdminRequestFailed:
+    try:
+        problem = response.json()
+        return AdminRequestFailed(response.status_code, problem["code"], problem["detail"])
+    except (ValueError, KeyError, TypeError):
+        return AdminRequestFailed(response.status_code, "http_error", response.text[:200])
