@@ -1,0 +1,68 @@
+"""Helpers for the operator tests: configured keys, and one client per key on one app."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from app.settings import KeySpec, Settings
+from tests.conftest import app_client, make_settings
+
+WRITER_A = "writer-key-of-tenant-a-0001"
+WRITER_B = "writer-key-of-tenant-b-0002"
+ADMIN = "admin-key-of-the-operators-0003"
+
+KEYS = (
+    KeySpec(scope="writer", tenant="a", key=WRITER_A),
+    KeySpec(scope="writer", tenant="b", key=WRITER_B),
+    # Configured by digest, as an operator who keeps secrets out of the environment would.
+    KeySpec(scope="admin", tenant="ops", key_sha256=hashlib.sha256(ADMIN.encode()).hexdigest()),
+)
+
+
+def keyed_settings(database_url: str, **overrides: Any) -> Settings:
+    """Settings with the three test keys."""
+    return make_settings(database_url, keys=KEYS, **overrides)
+
+
+@dataclass
+class KeyedApp:
+    """One running app, and a way to call it as any key (or none)."""
+
+    app: FastAPI
+    transport: httpx.AsyncBaseTransport
+    clients: list[httpx.AsyncClient]
+
+    def as_key(self, key: str | None) -> httpx.AsyncClient:
+        """A client that sends `Authorization: Bearer <key>` (nothing for None)."""
+        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+        client = httpx.AsyncClient(
+            transport=self.transport, base_url="http://eventlog.test", headers=headers
+        )
+        self.clients.append(client)
+        return client
+
+
+@asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[KeyedApp]:
+    """Start the app (lifespan included) and hand out clients per key."""
+    started = app_client(settings)
+    async with started:
+        keyed = KeyedApp(started.app, httpx.ASGITransport(app=started.app), [])
+        try:
+            yield keyed
+        finally:
+            for client in keyed.clients:
+                await client.aclose()
+
+
+async def ok(response: httpx.Response, status: int = 200) -> Any:
+    """The JSON body, after checking the status."""
+    assert response.status_code == status, response.text
+    return response.json()
