@@ -133,6 +133,7 @@ class RequestLogMiddleware:
                 scope["path"],
                 status,
                 extra={
+                    "request_id": request_id,
                     "method": scope["method"],
                     "route": route_template(scope),
                     "path": scope["path"],
