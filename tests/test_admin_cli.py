@@ -1,0 +1,164 @@
+"""`mcp-eventlog admin …` and `gc`: each command against the app, tables and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app import cli
+from app.admin_cli import run_admin
+from app.cli import _parser, main
+from app.client.admin import AdminClient
+from tests.operators import ADMIN, WRITER_A, KeyedApp, keyed_settings, ok, running_app
+from tests.processes import REPO, free_port
+
+
+@pytest.fixture(autouse=True)
+def _leave_logging_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `main` configures the process's logging; here that process is pytest's.
+    monkeypatch.setattr(cli, "configure_logging", lambda _settings: None)
+
+
+@pytest.fixture
+async def keyed(database_url: str) -> AsyncIterator[KeyedApp]:
+    async with running_app(keyed_settings(database_url)) as app:
+        yield app
+
+
+@pytest.fixture
+async def reset_story(keyed: KeyedApp) -> tuple[str, str]:
+    """A stream whose first generation was superseded after two events; one resume."""
+    writer = keyed.as_key(WRITER_A)
+    tokens = []
+    for data in (["a", "b"], ["c"]):
+        gen = await ok(await writer.post("/v1/streams/sess-1.req-7/generations"), 201)
+        events = {"events": [{"data": d} for d in data]}
+        await ok(await writer.post(f"/v1/generations/{gen['generation']}/events", json=events), 201)
+        tokens.append(gen["generation"])
+    claim = {"last_event_id": f"{tokens[0]}:2"}
+    await ok(await writer.post("/v1/streams/sess-1.req-7/resume", json=claim))
+    return tokens[0], tokens[1]
+
+
+async def run(keyed: KeyedApp, *argv: str, key: str = ADMIN, expect: int = 0) -> str:
+    args = _parser().parse_args(["admin", "--key", key, *argv])
+    out = io.StringIO()
+    transport = httpx.ASGITransport(app=keyed.app)
+    async with AdminClient("http://eventlog.test", args.key, transport=transport) as client:
+        code = await run_admin(args, client, out)
+    assert code == expect
+    return out.getvalue()
+
+
+async def test_streams(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:
+    text = await run(keyed, "streams")
+    header, _, row = text.splitlines()
+    assert header.split()[:7] == ["STREAM", "TENANT", "GENS", "CURRENT", "STATE", "HEAD", "TAIL"]
+    assert row.split()[:7] == ["sess-1.req-7", "a", "2", reset_story[1], "live", "1", "1"]
+    text = await run(keyed, "--json", "streams", "--prefix", "nothing")
+    assert json.loads(text) == {"streams": [], "next_cursor": None}
+
+
+async def test_stream(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:
+    text = await run(keyed, "stream", "sess-1.req-7")
+    lines = text.splitlines()
+    assert lines[0] == "stream sess-1.req-7 (tenant a)"
+    assert lines[3].split()[:4] == ["1", reset_story[0], "superseded", "initial"]
+    assert lines[4].split()[:4] == ["2", reset_story[1], "live", "reset"]
+
+
+async def test_explain_a_reset(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:
+    old, new = reset_story
+    text = await run(keyed, "explain", "sess-1.req-7", f"{old}:2")
+    lines = text.splitlines()
+    assert lines[0].startswith("reset / superseded: ")
+    assert lines[-1] == f"would deliver: 1 events of {new} after seq 0"
+    matched = [line for line in lines if line.rstrip().endswith("MATCH")]
+    assert len(matched) == 1
+    assert matched[0].split()[0] == "5"
+    text = await run(keyed, "--json", "explain", "sess-1.req-7", f"{old}:2")
+    assert json.loads(text)["reason"] == "superseded"
+
+
+async def test_stats_and_decisions(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:
+    text = await run(keyed, "stats")
+    assert "live 1, terminal 0, superseded 1, expired 0" in text
+    assert text.splitlines()[-1].split() == ["reset", "superseded", "1"]
+    text = await run(keyed, "decisions", "--verdict", "reset")
+    row = text.splitlines()[-1].split()
+    assert row[3:8] == [
+        "sess-1.req-7",
+        f"{reset_story[0]}:2",
+        "reset",
+        "superseded",
+        reset_story[1],
+    ]
+    text = await run(keyed, "--json", "decisions", "--stream", "other")
+    assert json.loads(text) == {"decisions": []}
+
+
+async def test_refusals_exit_non_zero(keyed: KeyedApp, capsys: pytest.CaptureFixture[str]) -> None:
+    await run(keyed, "stream", "no-such-stream", expect=1)
+    assert "404 unknown_stream" in capsys.readouterr().err
+    await run(keyed, "stats", key=WRITER_A, expect=1)
+    assert "403 forbidden" in capsys.readouterr().err
+
+
+def test_url_and_key_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVENTLOG_URL", "http://ops.example:9000")
+    monkeypatch.setenv("EVENTLOG_ADMIN_KEY", "k" * 20)
+    args: argparse.Namespace = _parser().parse_args(["admin", "stats"])
+    assert (args.url, args.key) == ("http://ops.example:9000", "k" * 20)
+    flags = _parser().parse_args(["admin", "--url", "http://x", "--key", "y", "stats"])
+    assert (flags.url, flags.key) == ("http://x", "y")
+
+
+def test_unreachable_service(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["admin", "--url", f"http://127.0.0.1:{free_port()}", "stats"])
+    assert code == 1
+    assert "unreachable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_gc_runs_one_pass(
+    migrated_database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EVENTLOG_DATABASE_URL", migrated_database)
+    assert main(["gc"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert report == {
+        "ran": True,
+        "expired": 0,
+        "capped": 0,
+        "purged_events": 0,
+        "deleted_tombstones": 0,
+        "deleted_streams": 0,
+        "trimmed_decisions": 0,
+    }
+
+
+@pytest.mark.process
+def test_serve_refuses_a_public_address_without_keys(tmp_path: Path, sqlite_template: Path) -> None:
+    shutil.copyfile(sqlite_template, tmp_path / "eventlog.db")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    env["EVENTLOG_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "refusing to serve on 0.0.0.0: no keys are configured" in done.stderr
