@@ -45,11 +45,13 @@ class DecisionAudit:
         store: DecisionStore,
         *,
         enabled: bool = True,
+        buffer_limit: int = BUFFER_LIMIT,
         clock: Clock = utc_now,
         on_dropped: Callable[[int], None] = lambda _n: None,
     ) -> None:
         self._store = store
         self._enabled = enabled
+        self._buffer_limit = buffer_limit
         self._clock = clock
         self._on_dropped = on_dropped
         self._buffer: deque[DecisionEntry] = deque()
@@ -70,7 +72,7 @@ class DecisionAudit:
             )
         if not self._enabled:
             return
-        if len(self._buffer) >= BUFFER_LIMIT:
+        if len(self._buffer) >= self._buffer_limit:
             self._buffer.popleft()
             self._on_dropped(1)
         self._buffer.append(
