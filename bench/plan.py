@@ -10,7 +10,8 @@ class Plan:
     """Sizes and durations of one run."""
 
     name: str
-    append_seconds: float  # timed window of each append run
+    rounds: int  # A/B rounds of each side-by-side append comparison
+    append_seconds: float  # timed window of each append run (one round)
     warmup_seconds: float  # untimed start of each append run
     single_concurrency: int  # clients appending one event per request
     batch_concurrency: int  # clients appending `batch` events per request
@@ -27,12 +28,13 @@ class Plan:
 
 FULL = Plan(
     name="full",
-    append_seconds=8.0,
-    warmup_seconds=1.0,
+    rounds=4,
+    append_seconds=3.0,
+    warmup_seconds=0.5,
     single_concurrency=16,
     batch_concurrency=4,
     batch=100,
-    raw_seconds=5.0,
+    raw_seconds=3.0,
     resume_sizes=(10_000, 100_000, 1_000_000),
     resume_seconds=6.0,
     resume_max_requests=3_000,
@@ -44,14 +46,15 @@ FULL = Plan(
 
 QUICK = Plan(
     name="quick",
-    append_seconds=1.0,
+    rounds=2,
+    append_seconds=0.5,
     warmup_seconds=0.2,
     single_concurrency=16,
     batch_concurrency=4,
     batch=100,
-    raw_seconds=0.7,
+    raw_seconds=0.5,
     resume_sizes=(2_000, 10_000, 20_000),
-    resume_seconds=0.8,
+    resume_seconds=0.5,
     resume_max_requests=300,
     replay_events=10_000,
     replay_page=5_000,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -121,30 +122,64 @@ def _replay(plan: Plan, url: str, logdir: Path) -> Results:
         }
 
 
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def _aggregate(rounds: list[Results]) -> Results:
+    """Medians over rounds (each figure separately), with the per-round rates kept."""
+    keys = ("requests_per_s", "events_per_s", "p50_ms", "p99_ms")
+    out: Results = {k: _median([r[k] for r in rounds if k in r]) for k in keys if k in rounds[0]}
+    out["rounds"] = [r["events_per_s"] for r in rounds]
+    out["errors"] = sum(r.get("errors", 0) for r in rounds)
+    return out
+
+
+def _interleaved(
+    rounds: int, first: Callable[[int], Results], second: Callable[[int], Results]
+) -> tuple[Results, Results, Results]:
+    """A, B, A, B …: both sides see the same machine, round by round.
+
+    Returns the two sides' medians and the ratio second/first per round (its median and
+    its range are the run's own measure of noise).
+    """
+    a: list[Results] = []
+    b: list[Results] = []
+    for index in range(rounds):
+        a.append(first(index))
+        b.append(second(index))
+    ratios = [y["events_per_s"] / x["events_per_s"] for x, y in zip(a, b, strict=True)]
+    spread = {"median": _median(ratios), "min": min(ratios), "max": max(ratios)}
+    return _aggregate(a), _aggregate(b), spread
+
+
+def _raw(plan: Plan, workdir: Path, batch: int, index: int) -> Results:
+    path = workdir / f"raw-{batch}-{index}.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    seed.migrate(url)
+    return ceilings.raw_sqlite_append(str(path), url, batch=batch, duration=plan.raw_seconds)
+
+
 def sqlite_suite(plan: Plan, workdir: Path) -> Results:
     """Items 1-4 on SQLite: append vs no-op, batched vs raw, resume by size, replay."""
     out: Results = {}
-    with servers.noop(workdir) as noop:
-        say("no-op endpoint, single-event appends (before)")
-        out["noop_before"] = _append(plan, [noop.port], batch=1, tag="noop", open_=False)
     url = f"sqlite+aiosqlite:///{workdir}/append.db"
     seed.migrate(url)
-    with servers.service(url, workdir) as server:
-        say("service on SQLite, single-event appends")
-        out["append_single"] = _append(plan, [server.port], batch=1, tag="single")
-        say(f"service on SQLite, {plan.batch}-event appends")
-        out["append_batch"] = _append(plan, [server.port], batch=plan.batch, tag="batch")
-    with servers.noop(workdir) as noop:
-        say("no-op endpoint, single-event appends (after)")
-        out["noop_after"] = _append(plan, [noop.port], batch=1, tag="noop", open_=False)
-    for batch in (plan.batch, 1):
-        say(f"raw in-process SQLite, {batch}-event transactions")
-        path = workdir / f"raw-{batch}.db"
-        raw_url = f"sqlite+aiosqlite:///{path}"
-        seed.migrate(raw_url)
-        out[f"raw_{batch}"] = ceilings.raw_sqlite_append(
-            str(path), raw_url, batch=batch, duration=plan.raw_seconds
+    with servers.noop(workdir) as noop, servers.service(url, workdir) as server:
+        say(f"single-event appends, no-op endpoint and service on SQLite, {plan.rounds} rounds")
+        out["noop"], out["append_single"], out["single_vs_noop"] = _interleaved(
+            plan.rounds,
+            lambda r: _append(plan, [noop.port], batch=1, tag=f"noop{r}", open_=False),
+            lambda r: _append(plan, [server.port], batch=1, tag=f"single{r}"),
         )
+        say(f"{plan.batch}-event appends, raw in-process SQLite and service, {plan.rounds} rounds")
+        out[f"raw_{plan.batch}"], out["append_batch"], out["batch_vs_raw"] = _interleaved(
+            plan.rounds,
+            lambda r: _raw(plan, workdir, plan.batch, r),
+            lambda r: _append(plan, [server.port], batch=plan.batch, tag=f"batch{r}"),
+        )
+    say("raw in-process SQLite, 1-event transactions")
+    out["raw_1"] = _raw(plan, workdir, 1, 0)
     history = f"sqlite+aiosqlite:///{workdir}/history.db"
     seed.migrate(history)
     say("service on SQLite, resume latency by stored history")
