@@ -126,6 +126,10 @@ async def _validation(_request: Request, error: Exception) -> ProblemResponse:
 
 async def _http(_request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, StarletteHTTPException)
+    if error.status_code == 400 and isinstance(error.__cause__, ValueError | RecursionError):
+        # FastAPI turns a body json.loads cannot read at all (not UTF-8, nested past the
+        # recursion limit) into a bare 400; to the client it is the same as broken JSON.
+        return problem(422, "invalid_json", "the body is not valid UTF-8 JSON")
     code = _HTTP_CODES.get(error.status_code, "http_error")
     detail = error.detail if isinstance(error.detail, str) else HTTPStatus(error.status_code).phrase
     return problem(error.status_code, code, detail, headers=error.headers)
