@@ -540,3 +540,25 @@ async def test_slow_and_truncated_bodies_store_nothing(
     assert await fingerprint(database_url) == before
     async with httpx.AsyncClient(base_url=server.base_url) as http:
         assert (await http.get("/healthz")).status_code == 200
+
+
+ADMIN_QUERIES = [
+    "/admin/v1/decisions?stream_id=a%00b",
+    "/admin/v1/decisions?tenant=a%00",
+    "/admin/v1/streams?tenant=a%00",
+    "/admin/v1/streams?prefix=a%00",
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: admin query parameters (stream_id, tenant, prefix) accept NUL; PostgreSQL "
+    "then fails the query (500 storage_error), SQLite answers 200",
+)
+@pytest.mark.parametrize("path", ADMIN_QUERIES)
+async def test_nul_in_admin_query_is_refused(
+    path: str, seeded: tuple[httpx.AsyncClient, str]
+) -> None:
+    """NUL can be in no stream id, tenant or prefix: refused as 422, never a 5xx."""
+    http, _ = seeded
+    assert_problem(await http.get(path), 422, "validation_error")
