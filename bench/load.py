@@ -122,12 +122,15 @@ async def run_resume(spec: dict[str, Any]) -> dict[str, Any]:
         verdicts[verdict] = verdicts.get(verdict, 0) + 1
         events += len(doc.get("events", ()))
     await conn.close()
-    return {
+    out: dict[str, Any] = {
         "requests": len(latencies),
         "verdicts": verdicts,
         "events_per_resume": events / max(1, len(latencies)),
         **latency_summary(latencies),
     }
+    if spec.get("samples"):
+        out["samples_ms"] = [round(s * 1e3, 4) for s in latencies]
+    return out
 
 
 async def run_replay(spec: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,8 @@ class Plan:
     batch: int
     raw_seconds: float  # the in-process SQLite ceiling
     resume_sizes: tuple[int, ...]  # stored events when resume latency is measured
-    resume_seconds: float
+    resume_rounds: int  # round-robin visits of the per-size servers
+    resume_seconds: float  # one visit
     resume_max_requests: int
     replay_events: int  # the long tail replayed page by page
     replay_page: int
@@ -36,8 +37,9 @@ FULL = Plan(
     batch=100,
     raw_seconds=3.0,
     resume_sizes=(10_000, 100_000, 1_000_000),
-    resume_seconds=6.0,
-    resume_max_requests=3_000,
+    resume_rounds=3,
+    resume_seconds=2.5,
+    resume_max_requests=1_500,
     replay_events=100_000,
     replay_page=5_000,
     sdk_repeats=30,
@@ -54,8 +56,9 @@ QUICK = Plan(
     batch=100,
     raw_seconds=0.5,
     resume_sizes=(2_000, 10_000, 20_000),
-    resume_seconds=0.5,
-    resume_max_requests=300,
+    resume_rounds=2,
+    resume_seconds=0.3,
+    resume_max_requests=200,
     replay_events=10_000,
     replay_page=5_000,
     sdk_repeats=10,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import ceilings, peers, seed, servers
+from bench.load import latency_summary
 from bench.plan import Plan
 
 Results = dict[str, Any]
@@ -70,25 +71,48 @@ def _resume(plan: Plan, port: int, claims: list[tuple[str, str]]) -> Results:
             "claims": claims,
             "duration": plan.resume_seconds,
             "max_requests": plan.resume_max_requests,
+            "samples": True,
         }
     )
 
 
-def _resume_series(plan: Plan, url: str, logdir: Path) -> Results:
-    """Resume latency as stored history grows; the server keeps running as rows are added."""
+def _pooled(rounds: list[Results]) -> Results:
+    samples = [s for r in rounds for s in r["samples_ms"]]
+    verdicts: dict[str, int] = {}
+    for r in rounds:
+        for verdict, n in r["verdicts"].items():
+            verdicts[verdict] = verdicts.get(verdict, 0) + n
+    return {
+        "requests": len(samples),
+        "verdicts": verdicts,
+        "events_per_resume": rounds[0]["events_per_resume"],
+        **latency_summary([s / 1e3 for s in samples]),
+        "p50_ms_per_round": [r["p50_ms"] for r in rounds],
+        "p99_ms_per_round": [r["p99_ms"] for r in rounds],
+    }
+
+
+def _resume_series(plan: Plan, urls: dict[int, str], logdir: Path) -> Results:
+    """Resume latency by stored history: one database and one server per size, side by side.
+
+    Each size has its own database, so the small one is really small; the servers run
+    together and the load visits them round-robin, so every size sees the same noise.
+    """
     layout = seed.Layout()
-    out: Results = {}
-    claims: list[tuple[str, str]] = []
-    with servers.service(url, logdir, name="service-resume") as server:
-        for size in plan.resume_sizes:
+    with ExitStack() as stack:
+        targets: dict[int, tuple[int, list[tuple[str, str]]]] = {}
+        for size, url in urls.items():
             began = time.perf_counter()
-            streams = size // layout.events_per_stream - len(claims)
-            claims += seed.seed_streams(url, "hist", len(claims), streams, layout)
-            say(f"  seeded {size:,} events in {time.perf_counter() - began:.1f}s; resuming")
-            # Resume into recently seeded and old streams alike, in a shuffled fixed order.
-            order = sorted(claims, key=lambda c: hash(c[1]) % 1_000_003)
-            out[str(size)] = _resume(plan, server.port, order)
-    return out
+            claims = seed.seed_streams(url, "hist", 0, size // layout.events_per_stream, layout)
+            say(f"  seeded {size:,} events in {time.perf_counter() - began:.1f}s")
+            server = stack.enter_context(servers.service(url, logdir, name=f"resume-{size}"))
+            # Resume into early and late streams alike, in a shuffled but fixed order.
+            targets[size] = (server.port, sorted(claims, key=lambda c: hash(c[1]) % 1_000_003))
+        rounds: dict[int, list[Results]] = {size: [] for size in urls}
+        for _ in range(plan.resume_rounds):
+            for size, (port, claims) in targets.items():
+                rounds[size].append(_resume(plan, port, claims))
+    return {str(size): _pooled(rounds[size]) for size in urls}
 
 
 def _replay(plan: Plan, url: str, logdir: Path) -> Results:
@@ -180,12 +204,13 @@ def sqlite_suite(plan: Plan, workdir: Path) -> Results:
         )
     say("raw in-process SQLite, 1-event transactions")
     out["raw_1"] = _raw(plan, workdir, 1, 0)
-    history = f"sqlite+aiosqlite:///{workdir}/history.db"
-    seed.migrate(history)
+    urls = {n: f"sqlite+aiosqlite:///{workdir}/history-{n}.db" for n in plan.resume_sizes}
+    for url in urls.values():
+        seed.migrate(url)
     say("service on SQLite, resume latency by stored history")
-    out["resume"] = _resume_series(plan, history, workdir)
+    out["resume"] = _resume_series(plan, urls, workdir)
     say(f"service on SQLite, replay of a {plan.replay_events:,}-event tail")
-    out["replay"] = _replay(plan, history, workdir)
+    out["replay"] = _replay(plan, urls[max(urls)], workdir)
     return out
 
 
@@ -206,7 +231,11 @@ def postgres_suite(plan: Plan, workdir: Path) -> Results:
                 say(f"two service processes on one PostgreSQL, {plan.batch}-event appends")
                 out["two_append_batch"] = _append(plan, ports, batch=plan.batch, tag="pg2-batch")
         say("service on PostgreSQL, resume latency by stored history")
-        out["resume"] = _resume_series(plan, url, workdir)
+        with ExitStack() as stack:
+            urls = {n: stack.enter_context(servers.throwaway_postgres()) for n in plan.resume_sizes}
+            for history in urls.values():
+                seed.migrate(history)
+            out["resume"] = _resume_series(plan, urls, workdir)
     return out
 
 
