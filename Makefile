@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite lint domain-coverage format docker bench bench-quick clean
+.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: $(STAMP)  ## the whole suite, on SQLite and PostgreSQL (CI=true: PostgreSQ
 
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
 	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
+
+soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing): ~15 min
+	EVENTLOG_SOAK=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app
 	$(BIN)/ruff check app tests migrations
