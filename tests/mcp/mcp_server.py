@@ -1,0 +1,121 @@
+"""An MCP server (the SDK's `MCPServer` over streamable HTTP) using `EventLogEventStore`.
+
+Run as `python -m tests.mcp.mcp_server --port P --eventlog URL [--max-events N]` by the
+end-to-end tests. Its `progress` tool streams progress notifications, may close its SSE
+stream mid-way (the SDK's server-initiated disconnect) and may pause on a gate. Gates are
+opened by the tests with `POST /test/gates/{name}`, so every ordering a test needs is
+awaited, never slept for.
+
+`replay_after` holds this session's replays until a gate opens: `"done"` means until the
+tool's response is stored. That keeps the SDK's own window between replaying and
+registering the resumed stream (`streamable_http.py`: "the replay->live-tail ordering
+window here is pre-existing") out of these tests; it is the SDK's, not the store's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections import defaultdict
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventCallback, EventId, StreamId
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app.mcp import EventLogEventStore, current_scope
+
+gates: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
+replay_gate: dict[str, str] = {}  # session scope -> the gate its replays wait for
+done_gate: dict[tuple[str, str], str] = {}  # (scope, request id) -> gate opened on response
+
+
+class GatedStore(EventLogEventStore):
+    """The real store, with replays held until the test (or the tool's end) allows them."""
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = await super().store_event(stream_id, message)
+        gate = done_gate.get((current_scope() or "", stream_id))
+        if gate is not None and isinstance(message, JSONRPCResponse | JSONRPCError):
+            gates[gate].set()
+        return event_id
+
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
+        gate = replay_gate.get(current_scope() or "")
+        if gate is not None:
+            with anyio.fail_after(20):
+                await gates[gate].wait()
+        return await super().replay_events_after(last_event_id, send_callback)
+
+
+server = MCPServer("eventlog-e2e")
+
+
+async def _wait(gate: str) -> None:
+    with anyio.fail_after(20):
+        await gates[gate].wait()
+
+
+@server.tool()
+async def progress(
+    n: int,
+    ctx: Context,
+    close_at: int = 0,
+    pause_at: int = 0,
+    close_on_gate: bool = False,
+    tag: str = "",
+    replay_after: str = "",
+) -> str:
+    """Report progress 1..n, then return.
+
+    After step `close_at` the SSE stream is closed. After step `pause_at` the tool waits for
+    the gate `<tag>:continue`; with `close_on_gate` it first waits for `<tag>:close` and
+    closes the stream then. `replay_after` holds this session's replays (see the module).
+    """
+    scope = current_scope() or ""
+    if replay_after == "done":
+        done_gate[(scope, ctx.request_id)] = replay_gate[scope] = f"{tag}:done"
+    elif replay_after:
+        replay_gate[scope] = replay_after
+    for step in range(1, n + 1):
+        await ctx.report_progress(step, n, f"step {step}")
+        if step == close_at:
+            await ctx.close_sse_stream()
+        if step == pause_at:
+            if close_on_gate:
+                await _wait(f"{tag}:close")
+                await ctx.close_sse_stream()
+            await _wait(f"{tag}:continue")
+    return f"counted to {n}"
+
+
+@server.custom_route("/test/gates/{name}", methods=["POST"])
+async def open_gate(request: Request) -> Response:
+    """Open a gate (the tests' way to order events across processes)."""
+    gates[request.path_params["name"]].set()
+    return JSONResponse({"opened": request.path_params["name"]})
+
+
+def main() -> None:
+    """Serve on 127.0.0.1 with the event store pointing at `--eventlog`."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--eventlog", required=True)
+    parser.add_argument("--max-events", type=int, default=None)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    store = GatedStore(args.eventlog, max_events=args.max_events)
+    app = store.asgi_app(
+        server.streamable_http_app(event_store=store, retry_interval=10, host="127.0.0.1")
+    )
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

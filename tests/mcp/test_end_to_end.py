@@ -1,0 +1,381 @@
+"""End to end, real processes: the event-log service, an MCP server using the store, the SDK client.
+
+One service and one MCP server serve the whole module (per backend); tests keep apart by
+session. Every ordering across processes is awaited (progress callbacks, resumption
+tokens, gates in `tests.mcp.mcp_server`), never slept for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ClientMessageMetadata
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.mcp import RESUME_REFUSED
+from tests.mcp.running import eventlog_service, mcp_server
+
+pytestmark = pytest.mark.process
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A running service and an MCP server storing its streams there."""
+
+    eventlog: str
+    mcp: str
+
+
+@pytest.fixture(
+    scope="module",
+    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
+)
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    """The service (on the backend of the param) and the test MCP server, as processes."""
+    workdir = tmp_path_factory.mktemp("e2e")
+    if request.param == "sqlite":
+        database_url = f"sqlite+aiosqlite:///{workdir / 'eventlog.db'}"
+    else:
+        database_url = request.getfixturevalue("postgres_database")
+        anyio.run(_truncate, database_url)
+    with eventlog_service(database_url, workdir) as eventlog, mcp_server(eventlog, workdir) as url:
+        yield Deployment(eventlog, url)
+
+
+async def _truncate(url: str) -> None:
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("TRUNCATE streams, generations, events RESTART IDENTITY"))
+    finally:
+        await engine.dispose()
+
+
+@dataclass
+class Progress:
+    """Progress notifications as one call sees them, and events to await on the way."""
+
+    steps: list[float] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
+    reached: dict[int, anyio.Event] = field(default_factory=dict)
+
+    def at(self, step: int) -> anyio.Event:
+        """Set once progress step `step` and its resumption token have both arrived."""
+        event = self.reached.setdefault(step, anyio.Event())
+        self._check()
+        return event
+
+    def token_of(self, step: int) -> str:
+        """The event id of progress step `step` (`tokens[0]` is the priming event's)."""
+        return self.tokens[step]
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.steps.append(progress)
+        self._check()
+
+    async def on_token(self, token: str) -> None:
+        self.tokens.append(token)
+        self._check()
+
+    def _check(self) -> None:
+        # The SDK calls the two callbacks from different tasks, in either order.
+        for step, event in self.reached.items():
+            if len(self.steps) >= step and len(self.tokens) > step:
+                event.set()
+
+
+@asynccontextmanager
+async def mcp_client(
+    url: str, *, session_id: str | None = None, initialize: bool = True, end_session: bool = True
+) -> AsyncIterator[tuple[ClientSession, list[str], list[Any]]]:
+    """An SDK client session; yields it, its session id (once known) and what it was sent.
+
+    The third value collects every notification the session's message handler sees.
+
+    With `session_id` it joins that (existing) session instead of opening one; with
+    `end_session=False` leaving does not end the session on the server.
+    """
+    session_ids: list[str] = [] if session_id is None else [session_id]
+    notifications: list[Any] = []
+
+    async def remember_session(response: httpx2.Response) -> None:
+        sid = response.headers.get("mcp-session-id")
+        if sid and not session_ids:
+            session_ids.append(sid)
+
+    async def on_message(message: Any) -> None:
+        notifications.append(message)
+
+    headers = (
+        {}
+        if session_id is None
+        else {"mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+    )
+    http = httpx2.AsyncClient(
+        headers=headers, timeout=30, event_hooks={"response": [remember_session]}
+    )
+    async with (
+        http,
+        streamable_http_client(f"{url}/mcp", http_client=http, terminate_on_close=end_session) as (
+            read,
+            write,
+        ),
+        ClientSession(read, write, message_handler=on_message) as session,
+    ):
+        if initialize:
+            await session.initialize()
+        yield session, session_ids, notifications
+
+
+async def call_progress(
+    session: ClientSession,
+    progress: Progress,
+    *,
+    resumption_token: str | None = None,
+    **arguments: Any,
+) -> types.CallToolResult:
+    """Call the `progress` tool, recording its notifications and resumption tokens."""
+    request = types.CallToolRequest(
+        params=types.CallToolRequestParams(name="progress", arguments=arguments)
+    )
+    metadata = ClientMessageMetadata(
+        resumption_token=resumption_token, on_resumption_token_update=progress.on_token
+    )
+    return await session.send_request(
+        request, types.CallToolResult, metadata=metadata, progress_callback=progress.on_progress
+    )
+
+
+def progress_of(notifications: list[Any]) -> list[float]:
+    """The progress values among the notifications a session was sent."""
+    return [m.params.progress for m in notifications if isinstance(m, types.ProgressNotification)]
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a tool result."""
+    content = result.content[0]
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+async def open_gate(deployment: Deployment, name: str) -> None:
+    """Let the MCP server's tool or replays that wait on `name` go on."""
+    async with httpx.AsyncClient() as http:
+        (await http.post(f"{deployment.mcp}/test/gates/{name}")).raise_for_status()
+
+
+async def service(deployment: Deployment, method: str, path: str, body: Any = None) -> Any:
+    """Call the event-log service directly (as an operator or another writer would)."""
+    async with httpx.AsyncClient(base_url=deployment.eventlog) as http:
+        response = await http.request(method, path, json=body)
+        response.raise_for_status()
+        return response.json()
+
+
+async def test_a_stream_closed_by_the_server_resumes_exactly_once_in_order(
+    deployment: Deployment,
+) -> None:
+    progress = Progress()
+    async with mcp_client(deployment.mcp) as (session, _, _):
+        result = await call_progress(
+            session, progress, n=8, close_at=3, tag="closed", replay_after="done"
+        )
+    assert text_of(result) == "counted to 8"
+    assert progress.steps == [1, 2, 3, 4, 5, 6, 7, 8]
+    # Steps 4-8 and the result came through a reconnection with Last-Event-ID. The ids the
+    # client saw are one generation's seqs without gap or repeat: the priming event (1),
+    # the eight notifications and the result.
+    assert {token.rsplit(":", 1)[0] for token in progress.tokens} == {
+        progress.tokens[0].rsplit(":", 1)[0]
+    }
+    assert [int(token.rsplit(":", 1)[1]) for token in progress.tokens] == list(range(1, 11))
+
+
+async def test_a_token_captured_by_one_client_resumes_on_a_new_connection(
+    deployment: Deployment,
+) -> None:
+    first = Progress()
+    session_ids: list[str] = []
+    with anyio.CancelScope() as first_client:
+        async with (
+            mcp_client(deployment.mcp, end_session=False) as (session, session_ids, _),
+            anyio.create_task_group() as tasks,
+        ):
+            tasks.start_soon(
+                lambda: call_progress(
+                    session, first, n=6, pause_at=3, tag="moved", replay_after="done"
+                )
+            )
+            await first.at(3).wait()
+            # The first client goes away at once, call and connection and all (the session
+            # stays on the server): only the token it captured survives.
+            first_client.cancel()
+    token = first.token_of(3)
+    assert first.steps == [1, 2, 3]
+
+    second = Progress()
+    results: list[types.CallToolResult] = []
+    with anyio.fail_after(10):
+        async with (
+            mcp_client(deployment.mcp, session_id=session_ids[0], initialize=False) as (
+                session,
+                _,
+                notifications,
+            ),
+            anyio.create_task_group() as tasks,
+        ):
+
+            async def resume() -> None:
+                results.append(await call_progress(session, second, resumption_token=token))
+
+            tasks.start_soon(resume)
+            await open_gate(deployment, "moved:continue")
+    assert text_of(results[0]) == "counted to 6"
+    # The replayed notifications carry the first call's progress token, which this
+    # connection never issued: they reach the session as notifications messages.
+    assert progress_of(notifications) == [4, 5, 6]
+
+
+@pytest.fixture(scope="module")
+def small_deployment(
+    deployment: Deployment, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    """A second MCP server on the same service, keeping only 3 events per generation."""
+    workdir = tmp_path_factory.mktemp("e2e-small")
+    with mcp_server(deployment.eventlog, workdir, "--max-events", "3") as url:
+        yield Deployment(deployment.eventlog, url)
+
+
+async def supersede(deployment: Deployment, token: str) -> None:
+    """Open a new generation of the token's stream, as a failed-over writer would."""
+    answer = await service(deployment, "POST", "/v1/resume", {"last_event_id": token})
+    await service(deployment, "POST", f"/v1/streams/{answer['stream_id']}/generations")
+
+
+async def terminate(deployment: Deployment, token: str) -> None:
+    """Finish the token's generation at its current tail."""
+    generation = token.rsplit(":", 1)[0]
+    await service(
+        deployment,
+        "POST",
+        f"/v1/generations/{generation}/events",
+        {"events": [], "terminal": True},
+    )
+
+
+@pytest.mark.parametrize("spoil", [supersede, terminate], ids=["superseded", "terminal"])
+async def test_a_token_of_a_spoiled_generation_fails_the_request_without_splicing(
+    deployment: Deployment, spoil: Callable[[Deployment, str], Awaitable[None]]
+) -> None:
+    tag = f"spoiled-{spoil.__name__}"
+    progress = Progress()
+    async with mcp_client(deployment.mcp) as (session, _, notifications):
+        async with anyio.create_task_group() as tasks:
+            refused: list[MCPError] = []
+
+            async def call() -> None:
+                with pytest.raises(MCPError) as error:
+                    await call_progress(
+                        session, progress, n=5, pause_at=2, close_on_gate=True, tag=tag
+                    )
+                refused.append(error.value)
+
+            tasks.start_soon(call)
+            await progress.at(2).wait()
+            await spoil(deployment, progress.token_of(2))
+            # Now the server drops the stream; the client reconnects with Last-Event-ID.
+            await open_gate(deployment, f"{tag}:close")
+        await open_gate(deployment, f"{tag}:continue")
+    reason = "superseded" if spoil is supersede else "terminal"
+    assert refused[0].code == RESUME_REFUSED
+    assert refused[0].data["verdict"] == "reset"
+    assert refused[0].data["reason"] == reason
+    # Nothing after the token reached the client: no spliced stream.
+    assert progress.steps == [1, 2]
+    assert progress_of(notifications) == [1, 2]
+
+
+async def test_a_token_whose_events_were_evicted_fails_the_request(
+    small_deployment: Deployment,
+) -> None:
+    progress = Progress()
+    refused: list[MCPError] = []
+    async with (
+        mcp_client(small_deployment.mcp) as (session, _, _),
+        anyio.create_task_group() as tasks,
+    ):
+
+        async def call() -> None:
+            with pytest.raises(MCPError) as error:
+                await call_progress(
+                    session,
+                    progress,
+                    n=6,
+                    pause_at=1,
+                    close_on_gate=True,
+                    tag="evicted",
+                    replay_after="done",
+                )
+            refused.append(error.value)
+
+        tasks.start_soon(call)
+        await progress.at(1).wait()
+        await open_gate(small_deployment, "evicted:close")
+        # Steps 2-6 and the result are stored while the client is away; only the
+        # last 3 events are kept, so those after its token are gone.
+        await open_gate(small_deployment, "evicted:continue")
+    assert (refused[0].code, refused[0].data["reason"]) == (RESUME_REFUSED, "evicted")
+    assert progress.steps == [1]
+
+
+async def test_a_token_of_another_session_replays_nothing(deployment: Deployment) -> None:
+    theirs = Progress()
+    async with mcp_client(deployment.mcp) as (session, _, _):
+        result = await call_progress(session, theirs, n=3, tag="theirs")
+    assert text_of(result) == "counted to 3"
+    stolen = theirs.token_of(1)
+
+    mine = Progress()
+    async with mcp_client(deployment.mcp) as (session, _, notifications):
+        with pytest.raises(MCPError) as refused:
+            await call_progress(session, mine, resumption_token=stolen)
+    assert (refused.value.code, refused.value.data["reason"]) == (RESUME_REFUSED, "cross_session")
+    assert mine.steps == []
+    assert progress_of(notifications) == []
+    # The service itself would resume it: the refusal is the store keeping sessions apart.
+    answer = await service(deployment, "POST", "/v1/resume", {"last_event_id": stolen})
+    assert (answer["verdict"], [e["seq"] for e in answer["events"]]) == ("resume", [3, 4, 5])
+
+
+async def test_twenty_sessions_stream_at_once(deployment: Deployment) -> None:
+    outcomes: dict[int, tuple[str, list[float]]] = {}
+
+    async def one(index: int) -> None:
+        progress = Progress()
+        async with mcp_client(deployment.mcp) as (session, _, _):
+            result = await call_progress(
+                session, progress, n=5, close_at=2, tag=f"many-{index}", replay_after="done"
+            )
+        outcomes[index] = (text_of(result), progress.steps)
+
+    with anyio.fail_after(40):
+        async with anyio.create_task_group() as tasks:
+            for index in range(20):
+                tasks.start_soon(one, index)
+    assert outcomes == {i: ("counted to 5", [1, 2, 3, 4, 5]) for i in range(20)}
