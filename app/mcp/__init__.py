@@ -3,7 +3,7 @@
 Install with `pip install 'mcp-eventlog[mcp]'`; see `EventLogEventStore`.
 """
 
-from app.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
+from app.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope, session_scope
 from app.mcp.store import RESUME_REFUSED, EventLogEventStore
 
 __all__ = [
@@ -12,4 +12,5 @@ __all__ = [
     "SessionScopeMiddleware",
     "SessionScopes",
     "current_scope",
+    "session_scope",
 ]

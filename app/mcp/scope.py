@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,6 +40,16 @@ _current: ContextVar[str | None] = ContextVar("mcp_eventlog_session_scope", defa
 def current_scope() -> str | None:
     """The scope key of the MCP session being served, or None outside the middleware."""
     return _current.get()
+
+
+@contextmanager
+def session_scope(key: str) -> Iterator[None]:
+    """Run a block as the session `key`: for hosts that are not ASGI apps, and for tests."""
+    token = _current.set(key)
+    try:
+        yield
+    finally:
+        _current.reset(token)
 
 
 def new_scope_key() -> str:

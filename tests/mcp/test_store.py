@@ -1,0 +1,172 @@
+"""`EventLogEventStore` against the in-process service, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCResponse
+
+from app.client import EventLogClient, RetryPolicy
+from app.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
+from app.settings import Settings
+from tests.client.test_connection import DropFirstResponse
+from tests.conftest import app_client
+
+
+def note(step: int) -> JSONRPCNotification:
+    """A progress notification."""
+    params = {"progressToken": 1, "progress": step}
+    return JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
+
+
+def answer(request_id: int) -> JSONRPCResponse:
+    """The response that ends a request's stream."""
+    return JSONRPCResponse(jsonrpc="2.0", id=request_id, result={"ok": True})
+
+
+class Sent:
+    """A `send_callback` that keeps what the store sends."""
+
+    def __init__(self) -> None:
+        self.events: list[EventMessage] = []
+
+    async def __call__(self, event: EventMessage) -> None:
+        self.events.append(event)
+
+    @property
+    def refusal(self) -> JSONRPCError:
+        """The one thing sent, which must be a refusal."""
+        assert len(self.events) == 1
+        (event,) = self.events
+        assert event.event_id is None  # not a stored event: the client can not resume from it
+        assert isinstance(event.message, JSONRPCError)
+        assert event.message.error.code == RESUME_REFUSED
+        return event.message
+
+
+async def store_all(
+    store: EventLogEventStore, stream: str, messages: list[JSONRPCMessage | None]
+) -> list[str]:
+    """Store messages in order; their event ids."""
+    return [await store.store_event(stream, message) for message in messages]
+
+
+def reason_of(error: JSONRPCError) -> tuple[str, str]:
+    """The verdict and reason a refusal carries."""
+    data = error.error.data
+    assert isinstance(data, dict)
+    return data["verdict"], data["reason"]
+
+
+async def test_store_event_refuses_to_guess_the_session(client: httpx.AsyncClient) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with pytest.raises(RuntimeError, match="asgi_app"):
+        await store.store_event("1", None)
+    sent = Sent()
+    assert await store.replay_events_after("t:1", sent) is None
+    assert sent.events == []
+
+
+async def test_replay_sends_exactly_the_missed_messages_across_pages(
+    client: httpx.AsyncClient,
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client), page_limit=2)
+    with session_scope("A"):
+        messages: list[JSONRPCMessage | None] = [None, *[note(n) for n in range(1, 6)], answer(7)]
+        ids = await store_all(store, "7", messages)
+        token = ids[0].rsplit(":", 1)[0]
+        assert ids == [f"{token}:{seq}" for seq in range(1, 8)]
+        sent = Sent()
+        assert await store.replay_events_after(ids[1], sent) == "7"
+    assert [e.event_id for e in sent.events] == ids[2:]
+    assert [e.message for e in sent.events] == messages[2:]
+
+
+async def test_a_priming_event_is_stored_but_never_replayed(client: httpx.AsyncClient) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        first = await store.store_event("3", note(1))
+        await store.store_event("3", None)  # the SDK primes a resumed connection mid-stream
+        last = await store.store_event("3", note(2))
+        sent = Sent()
+        assert await store.replay_events_after(first, sent) == "3"
+    assert [(e.event_id, e.message) for e in sent.events] == [(last, note(2))]
+
+
+async def test_a_reused_request_id_opens_a_new_generation(client: httpx.AsyncClient) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        old = await store_all(store, "1", [None, note(1), answer(1)])
+        new = await store_all(store, "1", [None, note(1)])
+        assert old[0].split(":")[0] != new[0].split(":")[0]
+        assert new[0].endswith(":1")
+        sent = Sent()
+        assert await store.replay_events_after(old[1], sent) is None
+    assert reason_of(sent.refusal) == ("reset", "superseded")
+
+
+async def test_a_token_of_another_session_replays_nothing(client: httpx.AsyncClient) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        theirs = await store_all(store, "1", [None, note(1), note(2)])
+    with session_scope("B"):
+        await store_all(store, "1", [None, note(1)])
+        sent = Sent()
+        assert await store.replay_events_after(theirs[0], sent) is None
+    assert reason_of(sent.refusal) == ("invalid", "cross_session")
+
+
+@pytest.mark.parametrize(
+    ("last_event_id", "reason"),
+    [("no colon", "malformed_id"), ("Zm9vYmFyYmF6cXV4cXV1eA:1", "unknown_generation")],
+)
+async def test_an_id_the_service_does_not_know_is_refused(
+    client: httpx.AsyncClient, last_event_id: str, reason: str
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    sent = Sent()
+    with session_scope("A"):
+        assert await store.replay_events_after(last_event_id, sent) is None
+    assert reason_of(sent.refusal) == ("invalid", reason)
+
+
+async def test_a_refused_get_stream_replay_sends_nothing(client: httpx.AsyncClient) -> None:
+    log = EventLogClient(http=client)
+    store = EventLogEventStore(client=log)
+    with session_scope("A"):
+        ids = await store_all(store, GET_STREAM_KEY, [note(1), note(2)])
+        await log.open_generation(store.names.name("A", GET_STREAM_KEY))
+        sent = Sent()
+        assert await store.replay_events_after(ids[0], sent) is None
+    # No request waits on the standalone stream: there is nobody to fail.
+    assert sent.events == []
+
+
+async def test_a_fenced_generation_continues_in_a_new_one(client: httpx.AsyncClient) -> None:
+    log = EventLogClient(http=client)
+    store = EventLogEventStore(client=log)
+    with session_scope("A"):
+        before = await store.store_event("5", note(1))
+        fencer = await log.open_generation(store.names.name("A", "5"))
+        after = await store.store_event("5", note(2))
+    token = after.split(":")[0]
+    assert token not in (before.split(":")[0], fencer.token)
+    assert after.endswith(":1")
+
+
+async def test_an_append_whose_answer_was_lost_is_stored_once(settings: Settings) -> None:
+    running = app_client(settings)
+    async with running:
+        dropping = DropFirstResponse(httpx.ASGITransport(app=running.app), "POST", "/events")
+        http = httpx.AsyncClient(transport=dropping, base_url="http://eventlog.test")
+        log = EventLogClient(http=http, retry=RetryPolicy(base_delay=0.001))
+        store = EventLogEventStore(client=log)
+        with session_scope("A"):
+            event_id = await store.store_event("1", note(1))
+            second = await store.store_event("1", note(2))
+        token = event_id.split(":")[0]
+        assert (event_id, second) == (f"{token}:1", f"{token}:2")
+        assert dropping.dropped == 1
+        page = await log.page(token)
+        assert [e.seq for e in page.events] == [1, 2]
