@@ -1,0 +1,180 @@
+"""The latency `EventLogEventStore.store_event` adds to every MCP message.
+
+`python -m bench.mcp_overhead [--messages N] [--database-url URL]` starts the service as a
+process (a fresh SQLite file with the default settings unless a URL is given), then stores
+the same progress notifications, one at a time as the SDK's message router does, through
+the SDK's in-memory example store and through `EventLogEventStore`, in one run, and prints
+the per-message latency of each and the difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from uuid import uuid4
+
+import anyio
+import httpx
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp_types import JSONRPCMessage, JSONRPCNotification
+
+from app.client import EventLogClient, NewEvent
+from app.mcp import EventLogEventStore, session_scope
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class InMemoryEventStore(EventStore):
+    """The SDK's example store (`examples/.../event_store.py`): a deque per stream, uuid ids."""
+
+    def __init__(self, max_events_per_stream: int = 100) -> None:
+        self.max_events_per_stream = max_events_per_stream
+        self.streams: dict[StreamId, deque[tuple[EventId, JSONRPCMessage | None]]] = {}
+        self.index: dict[EventId, tuple[StreamId, JSONRPCMessage | None]] = {}
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = str(uuid4())
+        stream = self.streams.setdefault(stream_id, deque(maxlen=self.max_events_per_stream))
+        if len(stream) == self.max_events_per_stream:
+            self.index.pop(stream[0][0], None)
+        stream.append((event_id, message))
+        self.index[event_id] = (stream_id, message)
+        return event_id
+
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
+        if last_event_id not in self.index:
+            return None
+        stream_id, _ = self.index[last_event_id]
+        found = False
+        for event_id, message in self.streams[stream_id]:
+            if found and message is not None:
+                await send_callback(EventMessage(message, event_id))
+            found = found or event_id == last_event_id
+        return stream_id
+
+
+def progress(step: int) -> JSONRPCNotification:
+    """A typical streamed message: a progress notification."""
+    params = {"progressToken": 7, "progress": step, "total": 1000, "message": f"step {step}"}
+    return JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
+
+
+async def per_append(log: EventLogClient, messages: int) -> list[float]:
+    """Seconds each bare `append` took: the service's own share of `store_event`."""
+    generation = await log.open_generation("bench.bare")
+    timings = []
+    for step in range(1, messages + 1):
+        event = NewEvent(progress(step).model_dump_json(by_alias=True, exclude_unset=True))
+        started = time.perf_counter()
+        await log.append(generation.token, [event], first_seq=step)
+        timings.append(time.perf_counter() - started)
+    return timings
+
+
+async def per_message(store: EventStore, stream: str, messages: int) -> list[float]:
+    """Seconds each `store_event` took, one after another on one stream."""
+    timings = []
+    await store.store_event(stream, None)  # the priming event opens the generation
+    for step in range(1, messages + 1):
+        message = progress(step)
+        started = time.perf_counter()
+        await store.store_event(stream, message)
+        timings.append(time.perf_counter() - started)
+    return timings
+
+
+def summary(timings: list[float]) -> tuple[float, float, float]:
+    """Median, mean and p99 in milliseconds."""
+    ordered = sorted(timings)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return statistics.median(ordered) * 1e3, statistics.fmean(ordered) * 1e3, p99 * 1e3
+
+
+async def measure(url: str, messages: int) -> None:
+    """Store `messages` notifications through both stores and print the comparison."""
+    memory = InMemoryEventStore()
+    eventlog = EventLogEventStore(url)
+    try:
+        with session_scope("bench"):
+            await per_message(eventlog, "warm-up", 100)  # connections, SQLite page cache
+            rows = {
+                "in-memory example store": summary(await per_message(memory, "1", messages)),
+                "EventLogEventStore": summary(await per_message(eventlog, "1", messages)),
+                "(bare client.append)": summary(await per_append(eventlog.client, messages)),
+            }
+    finally:
+        await eventlog.aclose()
+    print(f"store_event, {messages} progress notifications on one stream, one at a time:")
+    print(f"  {'':26} {'median':>9} {'mean':>9} {'p99':>9}")
+    for name, (median, mean, p99) in rows.items():
+        print(f"  {name:26} {median:7.3f}ms {mean:7.3f}ms {p99:7.3f}ms")
+    base, ours = rows["in-memory example store"], rows["EventLogEventStore"]
+    added = [mine - theirs for mine, theirs in zip(ours, base, strict=True)]
+    print(f"  {'added per message':26} {added[0]:+7.3f}ms {added[1]:+7.3f}ms {added[2]:+7.3f}ms")
+    print("  (the bare append is the service's round trip: HTTP, validation, one committed")
+    print("   transaction; the store adds its scope lookup, lock and JSON encoding on top)")
+
+
+@contextmanager
+def service(database_url: str, synchronous: str) -> Iterator[str]:
+    """`python -m app serve` on a free loopback port; yields its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
+    env.update(
+        EVENTLOG_DATABASE_URL=database_url,
+        EVENTLOG_SQLITE_SYNCHRONOUS=synchronous,
+        EVENTLOG_LOG_LEVEL="warning",
+    )
+    child = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        [sys.executable, "-m", "app", "serve", "--port", str(port)], cwd=REPO, env=env
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{url}/healthz", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or child.poll() is not None:
+                    raise
+                time.sleep(0.05)  # polling a process: there is no event to await
+        yield url
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+def main() -> None:
+    """Parse the arguments, start the service, measure."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--database-url", help="default: a fresh SQLite file (migrated)")
+    parser.add_argument(
+        "--sqlite-synchronous", default="FULL", help="EVENTLOG_SQLITE_SYNCHRONOUS of the service"
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as workdir:
+        url = args.database_url or f"sqlite+aiosqlite:///{workdir}/eventlog.db"
+        where = url.split("@")[-1]
+        print(f"service database: {where} (SQLite synchronous={args.sqlite_synchronous})")
+        with service(url, args.sqlite_synchronous) as base:
+            anyio.run(measure, base, args.messages)
+
+
+if __name__ == "__main__":
+    main()
