@@ -71,8 +71,9 @@ class EventLogEventStore(EventStore):
       no stored event is sent, the reason is logged, None is returned, and (except on the
       standalone GET stream) the client's request is failed with a JSON-RPC error
       `RESUME_REFUSED` carrying the verdict and reason. The SDK can not tell a client to
-      discard its state, and its client reconnects forever on an empty replay, so failing
-      the request visibly (to be re-issued) is the only safe answer.
+      discard its state, and on an empty replay its client (2.3.0) never fails the call:
+      it waits forever, or reconnects forever. Failing the request visibly (to be
+      re-issued) is the only safe answer.
 
     Sessions are kept apart by `asgi_app` (see `app.mcp.scope`): every service stream is
     named after its session's scope key, and a resume answer whose stream belongs to

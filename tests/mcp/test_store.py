@@ -10,7 +10,7 @@ from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPC
 from app.client import EventLogClient, RetryPolicy
 from app.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
 from app.settings import Settings
-from tests.client.test_connection import DropFirstResponse
+from tests.client.transports import DropFirstResponse
 from tests.conftest import app_client
 
 
