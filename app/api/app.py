@@ -26,7 +26,6 @@ from app.settings import Settings
 from app.storage.decisions import DecisionStore
 from app.storage.engine import create_engines
 from app.storage.inspect import Inspector
-from app.storage.migrate import head_revision
 from app.storage.retention import RetentionStore
 from app.storage.store import Store
 
@@ -79,7 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.keyring = keyring
     app.state.metrics = counters
-    app.state.head_revision = head_revision()
+    app.state.head_revision = None  # read by /readyz on first use
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout=BODY_TIMEOUT_SECONDS
     )

@@ -1,6 +1,8 @@
-"""Liveness."""
+"""Liveness (`/healthz`) and readiness (`/readyz`)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -8,6 +10,7 @@ from fastapi.responses import Response
 from app.api.problems import problem, problem_responses
 from app.api.schemas import Health
 from app.storage.errors import StorageError
+from app.storage.migrate import head_revision
 from app.storage.readiness import database_revision
 
 router = APIRouter(tags=["health"])
@@ -23,6 +26,9 @@ async def healthz() -> Health:
 async def readyz(request: Request) -> Health | Response:
     """Ready: the database answers and its schema is at the newest migration (else 503)."""
     head: str | None = request.app.state.head_revision
+    if head is None:
+        # Read once, on first use: the migration scripts are files, not the database.
+        head = request.app.state.head_revision = await asyncio.to_thread(head_revision)
     try:
         revision = await database_revision(request.app.state.engines)
     except StorageError:

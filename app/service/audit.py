@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from app.domain.append import Refusal
 from app.domain.decision import Verdict
 from app.service.clock import Clock, utc_now
-from app.storage.decisions import DecisionEntry, DecisionStore
+from app.storage.decisions import MAX_LAST_EVENT_ID, DecisionEntry, DecisionStore
 from app.storage.errors import StorageError
 from app.storage.records import AppendResult
 
@@ -35,6 +35,7 @@ FLUSH_INTERVAL_SECONDS = 0.25
 FLUSH_BATCH = 500
 # About 40 s of a busy service's decisions, a few MB: enough to ride out a short outage.
 BUFFER_LIMIT = 20_000
+_LOGGED_CLAIM = 80
 
 
 class DecisionAudit:
@@ -62,13 +63,13 @@ class DecisionAudit:
         """Record one decision (a buffer append: no I/O on the resume path)."""
         decision = answer.decision
         if decision.verdict is Verdict.INVALID:
-            # The claim is the client's own input, so it is logged only as repr, cut short.
+            # The claim is the client's own input: logged only as a repr, and cut short.
             log.warning(
-                "invalid resume claim: reason=%s tenant=%s stream=%s last_event_id=%.80r",
+                "invalid resume claim: reason=%s tenant=%s stream=%s last_event_id=%r",
                 decision.reason.value,
                 tenant,
                 answer.stream_id,
-                last_event_id,
+                last_event_id[:_LOGGED_CLAIM],
             )
         if not self._enabled:
             return
@@ -80,7 +81,8 @@ class DecisionAudit:
                 decided_at=self._clock(),
                 tenant=tenant,
                 stream_id=answer.stream_id,
-                last_event_id=last_event_id,
+                # Cut here, not at insert: a buffered entry must not hold a 16 MB claim.
+                last_event_id=last_event_id[:MAX_LAST_EVENT_ID],
                 verdict=decision.verdict.value,
                 reason=decision.reason.value,
                 generation=None if answer.generation is None else answer.generation.token,
