@@ -61,11 +61,26 @@ def translated_errors() -> Iterator[None]:
     except _UNAVAILABLE as error:
         raise StorageUnavailable(_describe(error)) from error
     except sa_exc.DBAPIError as error:
-        if error.connection_invalidated:
+        if error.connection_invalidated or _is_transient(error):
             raise StorageUnavailable(_describe(error)) from error
         raise StorageError(_describe(error)) from error
     except sa_exc.SQLAlchemyError as error:
         raise StorageError(_describe(error)) from error
+
+
+# SQLSTATE classes that say "the server cannot serve you right now", not "your SQL is
+# wrong": 08 connection exception, 53 insufficient resources (e.g. too many connections),
+# 57 operator intervention (shutting down, starting up: 57P01-57P03), 40001/40P01
+# serialization failure and deadlock (the transaction was rolled back; a retry may pass).
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57")
+_TRANSIENT_SQLSTATES = ("40001", "40P01")
+
+
+def _is_transient(error: sa_exc.DBAPIError) -> bool:
+    sqlstate = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
+    if not isinstance(sqlstate, str):
+        return False
+    return sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES or sqlstate in _TRANSIENT_SQLSTATES
 
 
 def _describe(error: BaseException) -> str:

@@ -80,19 +80,12 @@ class PatientWriter:
                 return
             if answer.status_code in (200, 201):
                 gen.acknowledge(batch)
-            elif answer.status_code == 503 or _shutdown_bug(answer):
+            elif answer.status_code == 503:
                 self.unavailable.append(answer)
                 await asyncio.sleep(0.1)
             else:
                 self.failures.append(f"{answer.status_code} {answer.text}")
                 return
-
-
-def _shutdown_bug(answer: httpx.Response) -> bool:
-    """The bug `test_connecting_while_postgres_shuts_down_is_503` keeps visible: a connection
-    refused with SQLSTATE 57P03 ("shutting down" / "starting up") is answered 500
-    `storage_error`, not 503. Nothing is stored either way, so the writer resends."""
-    return answer.status_code == 500 and answer.json()["code"] == "storage_error"
 
 
 def check_unavailable(answer: httpx.Response) -> None:
@@ -163,19 +156,12 @@ async def test_postgres_restart_under_load(
         server.stop()
     assert [f for w in writers for f in w.failures] == []
     for answer in (a for w in writers for a in w.unavailable):
-        if not _shutdown_bug(answer):
-            check_unavailable(answer)
+        check_unavailable(answer)
     assert all(w.gen is not None and w.gen.in_doubt is None for w in writers)
     assert await verify(private_pg.url, writers) == []
     assert sum(len(w.gen.acked) for w in writers if w.gen) > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: app/storage/errors.py translated_errors maps asyncpg's CannotConnectNowError "
-    "(SQLSTATE 57P03: 'the database system is shutting down' / 'is starting up') to "
-    "StorageError (500 storage_error) instead of StorageUnavailable (503)",
-)
 async def test_connecting_while_postgres_shuts_down_is_503(
     private_pg: private_postgres.PrivatePostgres,
 ) -> None:
