@@ -74,10 +74,17 @@ class Progress:
     steps: list[float] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
     reached: dict[int, anyio.Event] = field(default_factory=dict)
+    counted: dict[int, anyio.Event] = field(default_factory=dict)
 
     def at(self, step: int) -> anyio.Event:
         """Set once progress step `step` and its resumption token have both arrived."""
         event = self.reached.setdefault(step, anyio.Event())
+        self._check()
+        return event
+
+    def tokens_counted(self, count: int) -> anyio.Event:
+        """Set once `count` event ids (priming events' included) have arrived."""
+        event = self.counted.setdefault(count, anyio.Event())
         self._check()
         return event
 
@@ -97,6 +104,9 @@ class Progress:
         # The SDK calls the two callbacks from different tasks, in either order.
         for step, event in self.reached.items():
             if len(self.steps) >= step and len(self.tokens) > step:
+                event.set()
+        for count, event in self.counted.items():
+            if len(self.tokens) >= count:
                 event.set()
 
 
@@ -207,6 +217,29 @@ async def test_a_stream_closed_by_the_server_resumes_exactly_once_in_order(
     assert [int(token.rsplit(":", 1)[1]) for token in progress.tokens] == list(range(1, 11))
 
 
+async def test_a_resumed_stream_goes_on_live_without_a_gap_or_a_repeat(
+    deployment: Deployment,
+) -> None:
+    progress = Progress()
+    async with mcp_client(deployment.mcp) as (session, _, _), anyio.create_task_group() as tasks:
+        results: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            results.append(
+                await call_progress(session, progress, n=6, close_at=3, pause_at=3, tag="live")
+            )
+
+        tasks.start_soon(call)
+        # Ids 1-4 (priming, steps 1-3; step 3 live or replayed) and then the priming
+        # event the SDK sends once the resumed stream is registered for live messages.
+        await progress.tokens_counted(5).wait()
+        await open_gate(deployment, "live:continue")
+    assert text_of(results[0]) == "counted to 6"
+    assert progress.steps == [1, 2, 3, 4, 5, 6]
+    generation = progress.tokens[0].rsplit(":", 1)[0]
+    assert progress.tokens == [f"{generation}:{seq}" for seq in range(1, 10)]
+
+
 async def test_a_token_captured_by_one_client_resumes_on_a_new_connection(
     deployment: Deployment,
 ) -> None:
@@ -248,8 +281,12 @@ async def test_a_token_captured_by_one_client_resumes_on_a_new_connection(
             await open_gate(deployment, "moved:continue")
     assert text_of(results[0]) == "counted to 6"
     # The replayed notifications carry the first call's progress token, which this
-    # connection never issued: they reach the session as notifications messages.
+    # connection never issued: they reach the session as unsolicited notifications.
     assert progress_of(notifications) == [4, 5, 6]
+    # Exactly what followed the token: steps 4-6 (seqs 5-7) and the result (seq 8).
+    generation, _ = token.rsplit(":", 1)
+    replayed = [t for t in second.tokens if t.startswith(f"{generation}:")]
+    assert replayed == [f"{generation}:{seq}" for seq in (5, 6, 7, 8)]
 
 
 @pytest.fixture(scope="module")
