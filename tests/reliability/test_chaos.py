@@ -149,6 +149,7 @@ class Stream:
     truth: dict[str, list[str]] = field(default_factory=dict)  # generation -> acked data
     held_generation: str | None = None
     held: list[str] = field(default_factory=list)
+    held_ids: list[str] = field(default_factory=list)
     last_id: str | None = None
 
     async def produce(self, server: EventServer, tally: Tally) -> None:
@@ -196,24 +197,32 @@ class Stream:
         delivery = await server.resume(self.name, self.last_id)
         if delivery.verdict == "invalid":
             tally.invalid += 1
-            self.held, self.held_generation, self.last_id = [], None, None
+            self.held, self.held_ids, self.held_generation, self.last_id = [], [], None, None
             return
         if delivery.verdict == "reset":
             tally.resets += 1
-            self.held, self.held_generation = [], delivery.generation
+            self.held, self.held_ids, self.held_generation = [], [], delivery.generation
             self.last_id = None if delivery.generation is None else f"{delivery.generation}:0"
         elif self.held_generation is None and delivery.events:
             self.held_generation = delivery.events[0][0].rsplit(":", 1)[0]
         self.held.extend(data for _, data in delivery.events)
+        self.held_ids.extend(event_id for event_id, _ in delivery.events)
         if delivery.events:
             self.last_id = delivery.events[-1][0]
 
-    def holds_a_prefix(self) -> bool:
-        """Whether the consumer holds exactly the first k events of one generation."""
+    def holds_a_prefix(self, scoped_ids: bool) -> bool:
+        """Whether the consumer holds exactly the first k events of one generation.
+
+        The data must be that generation's first k, and (where ids are scoped to a
+        generation) so must the ids it will present as `Last-Event-ID`: `<token>:1..k`.
+        """
         if not self.held:
             return True
         origin = self.held[0].split("|", 1)[0]  # the generation that produced it
-        return self.held == self.truth.get(origin, [])[: len(self.held)]
+        if self.held != self.truth.get(origin, [])[: len(self.held)]:
+            return False
+        expected_ids = [f"{origin}:{seq}" for seq in range(1, len(self.held) + 1)]
+        return not scoped_ids or self.held_ids == expected_ids
 
 
 async def simulate(server: EventServer, streams: list[Stream], steps: int) -> Tally:
@@ -227,7 +236,7 @@ async def simulate(server: EventServer, streams: list[Stream], steps: int) -> Ta
             else:
                 await stream.consume(server, tally)
             tally.steps += 1
-            if not stream.holds_a_prefix():
+            if not stream.holds_a_prefix(scoped_ids=isinstance(server, RealServer)):
                 tally.violations += 1
                 tally.spliced += len({h.split("|", 1)[0] for h in stream.held}) > 1
                 if len(tally.examples) < 3:
