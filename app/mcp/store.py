@@ -200,7 +200,7 @@ class EventLogEventStore(EventStore):
             return None
         owner = None if answer.stream_id is None else self.names.parse(answer.stream_id)
         if owner is None or owner[0] != scope:
-            await self._refuse_foreign(answer, owner, send_callback)
+            await self._refuse_foreign(answer, send_callback)
             return None
         sdk_stream = owner[1]
         if answer.verdict is not Verdict.RESUME:
@@ -218,14 +218,10 @@ class EventLogEventStore(EventStore):
             return None
         return sdk_stream
 
-    async def _refuse_foreign(
-        self,
-        answer: ResumeAnswer,
-        owner: tuple[str, str] | None,
-        send_callback: EventCallback,
-    ) -> None:
-        if owner is None and answer.verdict is not Verdict.RESUME and answer.stream_id is None:
-            # The service itself found nothing to resume (malformed, unknown token).
+    async def _refuse_foreign(self, answer: ResumeAnswer, send_callback: EventCallback) -> None:
+        """Refuse an id whose stream is not one of this session's."""
+        if answer.stream_id is None:
+            # The service itself found no stream (malformed id, unknown token): `invalid`.
             log.info(
                 "not resuming %r: %s/%s (%s)",
                 answer.last_event_id,
@@ -240,7 +236,6 @@ class EventLogEventStore(EventStore):
         log.warning("not resuming %r: it belongs to another session", answer.last_event_id)
         detail = "the event id does not belong to this session"
         await _refuse(send_callback, Verdict.INVALID, "cross_session", detail)
-        return
 
     async def _send_missed(self, answer: ResumeAnswer, send_callback: EventCallback) -> bool:
         """Send the resumed events (never priming ones); False if paging failed mid-way."""

@@ -7,7 +7,7 @@ import pytest
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCResponse
 
-from app.client import EventLogClient, RetryPolicy
+from app.client import EventLogClient, NewEvent, RetryPolicy
 from app.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
 from app.settings import Settings
 from tests.client.transports import DropFirstResponse
@@ -170,3 +170,26 @@ async def test_an_append_whose_answer_was_lost_is_stored_once(settings: Settings
         assert dropping.dropped == 1
         page = await log.page(token)
         assert [e.seq for e in page.events] == [1, 2]
+
+
+async def test_a_stream_not_written_by_the_store_is_not_replayed(
+    client: httpx.AsyncClient,
+) -> None:
+    log = EventLogClient(http=client)
+    other = await log.open_generation("sess-1.req-7")
+    await log.append(other.token, [NewEvent(note(1).model_dump_json())], first_seq=1)
+    store = EventLogEventStore(client=log)
+    sent = Sent()
+    with session_scope("A"):
+        assert await store.replay_events_after(f"{other.token}:0", sent) is None
+    assert reason_of(sent.refusal) == ("invalid", "cross_session")
+
+
+async def test_an_unreachable_service_fails_the_replay_visibly() -> None:
+    log = EventLogClient("http://127.0.0.1:1", retry=RetryPolicy(attempts=1))
+    store = EventLogEventStore(client=log)
+    sent = Sent()
+    with session_scope("A"):
+        assert await store.replay_events_after("t:1", sent) is None
+    assert reason_of(sent.refusal) == ("unavailable", "unreachable")
+    await log.aclose()
