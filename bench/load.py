@@ -85,11 +85,15 @@ async def run_append(spec: dict[str, Any]) -> dict[str, Any]:
                 counts[key] += 1
                 statuses[str(status)] = statuses.get(str(status), 0) + 1
 
+    cpu_before = time.process_time()
     await asyncio.gather(*(client(i) for i in range(concurrency)))
+    # The load process's own CPU share: near 1.0 would mean it, not the server, is the limit.
+    cpu_share = (time.process_time() - cpu_before) / (time.perf_counter() - start + spec["warmup"])
     for conn in conns:
         await conn.close()
     elapsed = spec["duration"]
     return {
+        "load_cpu_share": cpu_share,
         "requests": counts["ok"],
         "errors": counts["errors"],
         "statuses": statuses,

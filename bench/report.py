@@ -91,7 +91,8 @@ def rows(results: dict[str, Any]) -> list[Row]:
         Row(
             "1. append, 1 event/request, 16 clients, SQLite",
             f"{_n(single['requests_per_s'])} req/s (p99 {single['p99_ms']:.0f} ms)",
-            f"no-op endpoint {_n(noop)} req/s ({_spread(sq['single_vs_noop'])})",
+            f"no-op endpoint {_n(noop)} req/s ({_spread(sq['single_vs_noop'])}; "
+            f"the load process used at most {sq['noop'].get('load_cpu_share', 0):.0%} of a core)",
             f"{goal['single_vs_noop']['value']:.2f}x",
             "≥ 0.5x",
             _met(goal["single_vs_noop"]["met"]),

@@ -155,6 +155,8 @@ def _aggregate(rounds: list[Results]) -> Results:
     keys = ("requests_per_s", "events_per_s", "p50_ms", "p99_ms")
     out: Results = {k: _median([r[k] for r in rounds if k in r]) for k in keys if k in rounds[0]}
     out["rounds"] = [r["events_per_s"] for r in rounds]
+    if "load_cpu_share" in rounds[0]:
+        out["load_cpu_share"] = max(r["load_cpu_share"] for r in rounds)
     out["errors"] = sum(r.get("errors", 0) for r in rounds)
     return out
 
