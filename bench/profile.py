@@ -1,4 +1,4 @@
-"""`python -m bench.profile append|resume`: where the service's time goes on a hot path.
+"""`python -m bench.profile append|resume [--postgres]`: where a hot path spends its time.
 
 Starts the service under py-spy (as its parent, so no ptrace privilege is needed), drives
 one load from the load process, and prints the frames of the service's own code and of
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from bench import seed, servers
@@ -53,16 +54,26 @@ def _summary(raw: Path, top: int) -> str:
     return "\n".join(lines)
 
 
-def profile(path: str, seconds: float, top: int) -> str:
+def profile(path: str, seconds: float, top: int, *, postgres: bool) -> str:
     """Profile the `append` (16 clients, 1 event) or `resume` (1 client, 100k stored) path."""
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
-    with tempfile.TemporaryDirectory(prefix="eventlog-profile-") as tmp:
-        url = f"sqlite+aiosqlite:///{tmp}/profile.db"
+    with ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="eventlog-profile-"))
+        url = (
+            stack.enter_context(servers.throwaway_postgres())
+            if postgres
+            else f"sqlite+aiosqlite:///{tmp}/profile.db"
+        )
         seed.migrate(url)
         claims = seed.seed_streams(url, "hist", 0, 500, seed.Layout()) if path == "resume" else []
         port = servers.free_port()
-        raw = RESULTS_DIR / f"profile-{path}.txt"
-        env = {**os.environ, "EVENTLOG_DATABASE_URL": url, "EVENTLOG_LOG_LEVEL": "warning"}
+        raw = RESULTS_DIR / f"profile-{path}-{'postgresql' if postgres else 'sqlite'}.txt"
+        env = {
+            **os.environ,
+            "EVENTLOG_DATABASE_URL": url,
+            "EVENTLOG_LOG_LEVEL": "warning",
+            "EVENTLOG_MIGRATE_ON_START": "false",
+        }
         argv = [py_spy, "record", "-r", "200", "-f", "raw", "-o", str(raw), "--"]
         argv += [sys.executable, "-m", "app", "serve", "--port", str(port)]
         with (Path(tmp) / "py-spy.log").open("wb") as log:
@@ -100,8 +111,9 @@ def main() -> int:
     parser.add_argument("path", choices=("append", "resume"))
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL database")
     args = parser.parse_args()
-    print(profile(args.path, args.seconds, args.top))
+    print(profile(args.path, args.seconds, args.top, postgres=args.postgres))
     return 0
 
 
