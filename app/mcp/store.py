@@ -43,6 +43,7 @@ RESUME_REFUSED: Final = -32010
 """JSON-RPC error code (implementation-defined range) of a refused resume."""
 
 MESSAGE_EVENT = "message"
+_NOT_THIS_SESSION = "the event id does not belong to this session"
 PRIMING_EVENT = "priming"
 
 
@@ -76,8 +77,10 @@ class EventLogEventStore(EventStore):
       re-issued) is the only safe answer.
 
     Sessions are kept apart by `asgi_app` (see `app.mcp.scope`): every service stream is
-    named after its session's scope key, and a resume answer whose stream belongs to
-    another scope is refused before anything is sent.
+    named after its session's scope key. A token this process opened is resumed on its
+    own stream's route, or refused without asking the service when it is another
+    session's; any other token is decided by `/v1/resume` and refused unless the stream
+    the service names is this session's. Either way nothing of another session is sent.
 
     Pass `client` to share an `EventLogClient`; otherwise one is built from `base_url` and
     `key` (or `EVENTLOG_URL`, `EVENTLOG_KEY`) and reused for every call.
@@ -108,6 +111,11 @@ class EventLogEventStore(EventStore):
         # otherwise stay forever. A forgotten stream's next write opens a new generation.
         self._streams: OrderedDict[tuple[str, StreamId], _Stream] = OrderedDict()
         self._max_streams = max_streams
+        # Which session and SDK stream each generation this process opened belongs to, so
+        # a replay is decided on its own stream's route (and another session's token is
+        # refused without asking the service). Bounded like the streams; a forgotten token
+        # falls back to `/v1/resume` and a check of the stream id the service names.
+        self._owners: OrderedDict[str, tuple[str, StreamId]] = OrderedDict()
 
     def asgi_app(self, app: ASGIApp) -> ASGIApp:
         """Wrap the SDK's streamable HTTP app so every call knows its session (required)."""
@@ -183,6 +191,9 @@ class EventLogEventStore(EventStore):
             ttl_seconds=self.ttl_seconds,
         )
         stream.generation, stream.next_seq = generation.token, 1
+        self._owners[generation.token] = (scope, stream_id)
+        while len(self._owners) > self._max_streams:
+            self._owners.popitem(last=False)
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
@@ -192,8 +203,16 @@ class EventLogEventStore(EventStore):
         if scope is None:
             log.error("replay outside SessionScopeMiddleware: refusing %r", last_event_id)
             return None
+        known = self._owners.get(last_event_id.rpartition(":")[0])
+        if known is not None and known[0] != scope:
+            log.warning("not resuming %r: it belongs to another session", last_event_id)
+            await _refuse(send_callback, Verdict.INVALID, "cross_session", _NOT_THIS_SESSION)
+            return None
+        service_stream = None if known is None else self.names.name(*known)
         try:
-            answer = await self.client.resume(last_event_id, limit=self.page_limit)
+            answer = await self.client.resume(
+                last_event_id, stream_id=service_stream, limit=self.page_limit
+            )
         except EventLogError as error:
             log.warning("not resuming %r: the service failed (%s)", last_event_id, error)
             await _refuse(send_callback, "unavailable", error.code, error.detail)
@@ -234,8 +253,7 @@ class EventLogEventStore(EventStore):
         # A real token of another session (or of a stream not written by this store):
         # whatever the service's verdict, this session may not see it.
         log.warning("not resuming %r: it belongs to another session", answer.last_event_id)
-        detail = "the event id does not belong to this session"
-        await _refuse(send_callback, Verdict.INVALID, "cross_session", detail)
+        await _refuse(send_callback, Verdict.INVALID, "cross_session", _NOT_THIS_SESSION)
 
     async def _send_missed(self, answer: ResumeAnswer, send_callback: EventCallback) -> bool:
         """Send the resumed events (never priming ones); False if paging failed mid-way."""

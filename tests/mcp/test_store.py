@@ -107,6 +107,13 @@ async def test_a_reused_request_id_opens_a_new_generation(client: httpx.AsyncCli
 
 
 async def test_a_token_of_another_session_replays_nothing(client: httpx.AsyncClient) -> None:
+    resumes: list[str] = []
+
+    async def count_resumes(request: httpx.Request) -> None:
+        if request.url.path.endswith("/resume"):
+            resumes.append(request.url.path)
+
+    client.event_hooks["request"].append(count_resumes)
     store = EventLogEventStore(client=EventLogClient(http=client))
     with session_scope("A"):
         theirs = await store_all(store, "1", [None, note(1), note(2)])
@@ -115,6 +122,28 @@ async def test_a_token_of_another_session_replays_nothing(client: httpx.AsyncCli
         sent = Sent()
         assert await store.replay_events_after(theirs[0], sent) is None
     assert reason_of(sent.refusal) == ("invalid", "cross_session")
+    # Refused before the service was asked: no decision recorded, no event fetched.
+    assert resumes == []
+    with session_scope("A"):
+        assert await store.replay_events_after(theirs[0], Sent()) == "1"
+    assert resumes == [f"/v1/streams/{store.names.name('A', '1')}/resume"]
+
+
+async def test_a_forgotten_token_is_checked_against_the_stream_the_service_names(
+    client: httpx.AsyncClient,
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client), max_streams=1)
+    with session_scope("A"):
+        theirs = await store_all(store, "1", [None, note(1)])
+    with session_scope("B"):
+        await store_all(store, "1", [None])  # pushes A's token out of the bounded map
+        sent = Sent()
+        assert await store.replay_events_after(theirs[0], sent) is None
+    assert reason_of(sent.refusal) == ("invalid", "cross_session")
+    with session_scope("A"):
+        resumed = Sent()
+        assert await store.replay_events_after(theirs[0], resumed) == "1"
+    assert [e.message for e in resumed.events] == [note(1)]
 
 
 @pytest.mark.parametrize(
