@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import random
 import secrets
 import time
@@ -30,7 +31,7 @@ from bench.load import latency_summary
 from bench.sdk_store import InMemoryEventStore
 from bench.workload import EVENT_TYPE, PROGRESS
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 _REPLAY_BEHIND = 5
 
 

@@ -256,7 +256,7 @@ def peer_suite(plan: Plan) -> Results:
         )
     else:
         out["redis"] = None
-        say("Redis is not answering on 127.0.0.1:6379: skipped")
+        say("Redis (BENCH_REDIS_URL) is not answering: skipped")
     return out
 
 
@@ -285,7 +285,7 @@ def run(plan: Plan) -> Results:
             )
         else:
             results["postgresql"] = None
-            say("PostgreSQL is not answering on 127.0.0.1:5432: skipped")
+            say("PostgreSQL (BENCH_POSTGRES_DSN) is not answering: skipped")
         results["peers"] = _timed("peers", lambda: peer_suite(plan), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
