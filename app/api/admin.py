@@ -31,6 +31,7 @@ from app.api.problems import problem_responses
 from app.api.schemas import MAX_SEQ, PageResponse
 from app.api.writer import StreamId, Token, to_events
 from app.domain.decision import Reason, Verdict
+from app.domain.ids import STREAM_ID_PATTERN
 from app.service.errors import InvalidRequest
 from app.storage.decisions import DecisionFilter
 from app.storage.inspect import StreamKey, StreamSummary
@@ -59,17 +60,23 @@ CONDITIONS: dict[Reason, str] = {
     Reason.OK: "otherwise",
 }
 
+# NUL is in no stream id or tenant, and PostgreSQL refuses it in text: a 422, not a 500.
+TENANT_PATTERN = r"^[^\x00]{1,64}$"
+PREFIX_PATTERN = r"^[A-Za-z0-9._~:@=+\-]{0,256}$"
+
 Limit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
+Tenant = Annotated[str | None, Query(pattern=TENANT_PATTERN, description="Only this tenant's.")]
 TenantQuery = Annotated[
-    str | None, Query(max_length=64, description="Needed when several tenants use the id.")
+    str | None,
+    Query(pattern=TENANT_PATTERN, description="Needed when several tenants use the id."),
 ]
 
 
 @router.get("/streams", responses=problem_responses(422))
 async def list_streams(
     admin: AdminServiceDep,
-    prefix: Annotated[str, Query(max_length=256)] = "",
-    tenant: Annotated[str | None, Query(max_length=64)] = None,
+    prefix: Annotated[str, Query(pattern=PREFIX_PATTERN)] = "",
+    tenant: Tenant = None,
     limit: Limit = 100,
     cursor: str | None = None,
 ) -> StreamList:
@@ -182,10 +189,10 @@ async def explain(body: ExplainRequest, admin: AdminServiceDep) -> ExplainRespon
 @router.get("/decisions", responses=problem_responses(422))
 async def list_decisions(
     admin: AdminServiceDep,
-    stream_id: str | None = None,
+    stream_id: Annotated[str | None, Query(pattern=STREAM_ID_PATTERN)] = None,
     verdict: Verdict | None = None,
     reason: Reason | None = None,
-    tenant: Annotated[str | None, Query(max_length=64)] = None,
+    tenant: Tenant = None,
     limit: Limit = 100,
 ) -> DecisionList:
     """The newest recorded resume decisions, newest first (a bounded audit log)."""

@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.decision import Reason, Verdict
+from app.domain.ids import STREAM_ID_PATTERN
 
 
 class AdminGeneration(BaseModel):
@@ -78,8 +79,8 @@ class ExplainRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     last_event_id: str
-    stream_id: str | None = None
-    tenant: str | None = None
+    stream_id: str | None = Field(default=None, pattern=STREAM_ID_PATTERN)
+    tenant: str | None = Field(default=None, pattern=r"^[^\x00]{1,64}$")
 
 
 class CheckOut(BaseModel):

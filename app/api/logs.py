@@ -74,6 +74,7 @@ def logging_config(settings: Settings) -> dict[str, Any]:
         if settings.log_format == "json"
         else {"format": TEXT_FORMAT}
     )
+    quiet = max(logging.WARNING, logging.getLevelNamesMapping()[settings.log_level.upper()])
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -88,8 +89,14 @@ def logging_config(settings: Settings) -> dict[str, Any]:
         },
         "root": {"handlers": ["stderr"], "level": settings.log_level.upper()},
         "loggers": {
-            name: {"handlers": [], "propagate": True}
-            for name in ("uvicorn", "uvicorn.error", "uvicorn.access")
+            **{
+                name: {"handlers": [], "propagate": True}
+                for name in ("uvicorn", "uvicorn.error", "uvicorn.access")
+            },
+            # These log statements with their parameters (event data) at INFO or DEBUG
+            # (SQLAlchemy even turns echo on when its logger allows INFO): never below
+            # WARNING, whatever the service's level.
+            **{name: {"level": quiet} for name in ("aiosqlite", "asyncpg", "sqlalchemy.engine")},
         },
     }
 

@@ -297,3 +297,24 @@ async def test_stats(admin: httpx.AsyncClient, writer: httpx.AsyncClient, keyed:
     assert stats["generations"] == {"live": 1, "terminal": 1, "superseded": 1, "expired": 1}
     assert (stats["retained_events"], stats["retained_bytes"]) == (4, 6)
     assert stats["verdicts"] == [{"verdict": "reset", "reason": "superseded", "count": 2}]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/admin/v1/streams?prefix=a%00", None),
+        ("GET", "/admin/v1/streams?tenant=a%00", None),
+        ("GET", "/admin/v1/streams/s1?tenant=a%00", None),
+        ("GET", "/admin/v1/decisions?stream_id=a%00b", None),
+        ("GET", "/admin/v1/decisions?tenant=a%00", None),
+        ("POST", "/admin/v1/explain", {"last_event_id": "t:1", "tenant": "a\x00"}),
+        ("POST", "/admin/v1/explain", {"last_event_id": "t:1", "stream_id": "a\x00"}),
+    ],
+)
+async def test_nul_in_an_admin_parameter_is_422(
+    admin: httpx.AsyncClient, method: str, path: str, body: object
+) -> None:
+    # PostgreSQL refuses NUL in text; it must be refused before it reaches a query.
+    response = await admin.request(method, path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "validation_error"

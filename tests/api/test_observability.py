@@ -167,3 +167,12 @@ def test_json_log_lines() -> None:
     config = logging_config(make_settings("sqlite://", log_format="json"))
     assert config["formatters"]["main"]["()"].endswith("JsonFormatter")
     assert "()" not in logging_config(make_settings("sqlite://"))["formatters"]["main"]
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warning"])
+def test_database_drivers_never_log_statements(level: str) -> None:
+    # At DEBUG the drivers log each statement with its parameters: event data.
+    config = logging_config(make_settings("sqlite://", log_level=level))
+    floor = max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()])
+    for driver in ("aiosqlite", "asyncpg", "sqlalchemy.engine"):
+        assert config["loggers"][driver]["level"] == floor
