@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await retention.stop()
             await audit.stop()
+            await store.close()
             await engines.dispose()
 
     app = FastAPI(

@@ -34,6 +34,7 @@ from app.storage.records import (
     StreamRecord,
 )
 from app.storage.schema import events, generations, streams
+from app.storage.writer import writer_for
 
 # Pages are read in chunks so that a page's memory is bounded by its byte budget, not by
 # its event count times the largest event allowed.
@@ -61,12 +62,11 @@ class Store:
 
     def __init__(self, engines: Engines) -> None:
         self._engines = engines
+        self._writer = writer_for(engines.write)
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
-        with translated_errors():
-            async with self._engines.write.begin() as conn:
-                yield conn
+    async def close(self) -> None:
+        """Stop taking writes (queued ones are refused as unavailable)."""
+        await self._writer.close()
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[SnapshotReader]:
@@ -79,7 +79,8 @@ class Store:
         self, tenant: str, stream_id: str, request: NewGeneration, now: datetime
     ) -> GenerationRecord:
         """Create the stream if needed, supersede its current generation, open a new one."""
-        async with self._write() as conn:
+
+        async def open_in(conn: AsyncConnection) -> GenerationRecord:
             await conn.execute(
                 _insert_ignore(conn).values(
                     tenant=tenant,
@@ -128,6 +129,8 @@ class Store:
             )
             return await _generation_by_token(conn, tenant, token, lock=False)
 
+        return await self._writer.run(open_in)
+
     async def _supersede(
         self, conn: AsyncConnection, stream_pk: int, epoch: int, now: datetime
     ) -> str | None:
@@ -153,7 +156,9 @@ class Store:
         now: datetime,
     ) -> AppendResult:
         """Store a batch atomically, or recognise it as a retry, or refuse it."""
-        async with self._write() as conn:
+
+        async def append_in(conn: AsyncConnection) -> AppendResult:
+            # Every refusal is raised before the first write (see app/storage/writer.py).
             gen = await _generation_by_token(conn, tenant, token, lock=True)
             state = GenerationState(
                 head_seq=gen.head_seq,
@@ -177,6 +182,8 @@ class Store:
             return AppendResult(
                 updated, plan.first_seq, plan.count, duplicate=False, evicted=evicted
             )
+
+        return await self._writer.run(append_in, weight=max(1, len(batch)))
 
     async def generation(self, tenant: str, token: str) -> GenerationRecord:
         """One generation by token, or `UnknownGeneration`."""
