@@ -99,6 +99,8 @@ async def get_stream(
     return StreamDetail(
         stream_id=detail.key.stream_id,
         tenant=detail.key.tenant,
+        created_at=detail.created_at,
+        updated_at=detail.updated_at,
         generations=[to_admin_generation(g) for g in detail.generations],
     )
 

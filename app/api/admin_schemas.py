@@ -61,6 +61,8 @@ class StreamDetail(BaseModel):
 
     stream_id: str
     tenant: str
+    created_at: datetime
+    updated_at: datetime
     generations: list[AdminGeneration]
 
 

@@ -7,6 +7,7 @@ every row of the table it evaluated; it delivers nothing and records nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from app.domain.decision import Decision, GenerationFacts, Reason, Verdict, decide
 from app.domain.ids import parse_event_id
@@ -34,6 +35,8 @@ class StreamDetail:
     """A stream with every generation it still has, in epoch order."""
 
     key: StreamKey
+    created_at: datetime
+    updated_at: datetime
     generations: list[GenerationRecord]
 
 
@@ -92,7 +95,11 @@ class AdminService:
     async def stream(self, stream_id: str, tenant: str | None) -> StreamDetail:
         """A stream and all its generations; `tenant` is needed only when the id repeats."""
         key = await self._resolve(stream_id, tenant)
-        return StreamDetail(key, await self._inspector.generations_of(key))
+        record = await self._store.stream(key.tenant, key.stream_id)
+        if record is None:  # deleted by retention since `_resolve` saw it
+            raise UnknownStream(stream_id)
+        generations = await self._inspector.generations_of(key)
+        return StreamDetail(key, record.created_at, record.updated_at, generations)
 
     async def _resolve(self, stream_id: str, tenant: str | None) -> StreamKey:
         tenants = await self._inspector.tenants_of(stream_id)

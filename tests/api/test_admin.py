@@ -87,6 +87,8 @@ async def test_stream_detail_shows_every_generation(
     )
     detail = await ok(await admin.get("/admin/v1/streams/s1"))
     assert detail["tenant"] == "a"
+    assert detail["created_at"] == old_created_at(detail)
+    assert detail["updated_at"] >= detail["created_at"]
     old, new = detail["generations"]
     assert (old["generation"], old["epoch"], old["producer"]) == (first, 1, "worker-a")
     assert (old["superseded"], old["expired"], old["terminal"]) == (True, False, False)
@@ -318,3 +320,9 @@ async def test_nul_in_an_admin_parameter_is_422(
     response = await admin.request(method, path, json=body)
     assert response.status_code == 422, response.text
     assert response.json()["code"] == "validation_error"
+
+
+def old_created_at(detail: dict[str, Any]) -> str:
+    """A stream is created with its first generation."""
+    created: str = detail["generations"][0]["created_at"]
+    return created
