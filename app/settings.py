@@ -55,8 +55,6 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(default=1_048_576, ge=1)
     max_batch_events: int = Field(default=1_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1_048_576, ge=1)
-    max_event_type_length: int = Field(default=128, ge=1)
-    max_producer_length: int = Field(default=256, ge=1)
 
     default_page_limit: int = Field(default=500, ge=1)
     max_page_limit: int = Field(default=5_000, ge=1)
