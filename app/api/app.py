@@ -44,17 +44,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engines = create_engines(settings)
         store = Store(engines)
-        decisions = DecisionStore(engines)
+        # Every write of the process shares the store's writer (SQLite: one group committer).
+        decisions = DecisionStore(engines, store.writer)
         audit = DecisionAudit(decisions, enabled=settings.decision_log, on_dropped=counters.dropped)
         retention = RetentionWorker(
-            RetentionStore(engines), decisions, settings, on_pass=counters.retention_pass
+            RetentionStore(engines, store.writer),
+            decisions,
+            settings,
+            on_pass=counters.retention_pass,
         )
         app.state.settings = settings
         app.state.store = store
         app.state.engines = engines
         app.state.retention = retention
         app.state.service = EventLogService(store, settings, observer=Observers((counters, audit)))
-        app.state.admin = AdminService(store, Inspector(engines), decisions, audit, settings)
+        app.state.admin = AdminService(
+            store, Inspector(engines, store.writer), decisions, audit, settings
+        )
         log.info("mcp-eventlog %s on %s", __version__, _redacted(settings.database_url))
         if keyring.open:
             log.warning(

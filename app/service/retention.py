@@ -29,6 +29,7 @@ from app.storage.engine import create_engines
 from app.storage.errors import StorageError
 from app.storage.purge import Tombstoned
 from app.storage.retention import RetentionStore
+from app.storage.writer import writer_for
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,12 @@ async def _drain(step: Callable[[], Awaitable[int]]) -> int:
 async def collect_garbage(settings: Settings) -> RetentionReport:
     """One retention pass on `settings.database_url` (`mcp-eventlog gc`)."""
     engines = create_engines(settings)
+    writer = writer_for(engines.write)
     try:
-        worker = RetentionWorker(RetentionStore(engines), DecisionStore(engines), settings)
+        worker = RetentionWorker(
+            RetentionStore(engines, writer), DecisionStore(engines, writer), settings
+        )
         return await worker.run_once()
     finally:
+        await writer.close()
         await engines.dispose()

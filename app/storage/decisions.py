@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.storage.engine import Engines
 from app.storage.errors import translated_errors
 from app.storage.schema import decisions
+from app.storage.writer import Writer
 
 MAX_LAST_EVENT_ID = 300  # a longer claim is malformed anyway; its first 300 chars are kept
 
@@ -44,14 +45,9 @@ class DecisionFilter:
 class DecisionStore:
     """Reads and writes the `decisions` table."""
 
-    def __init__(self, engines: Engines) -> None:
+    def __init__(self, engines: Engines, writer: Writer) -> None:
         self._engines = engines
-
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
-        with translated_errors():
-            async with self._engines.write.begin() as conn:
-                yield conn
+        self._writer = writer
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[AsyncConnection]:
@@ -67,8 +63,11 @@ class DecisionStore:
             asdict(entry) | {"last_event_id": entry.last_event_id[:MAX_LAST_EVENT_ID]}
             for entry in entries
         ]
-        async with self._write() as conn:
+
+        async def insert_in(conn: AsyncConnection) -> None:
             await conn.execute(insert(decisions), rows)
+
+        await self._writer.run(insert_in, weight=len(rows))
 
     async def recent(self, where: DecisionFilter, limit: int) -> list[DecisionEntry]:
         """The newest decisions matching `where`, newest first."""
@@ -108,7 +107,8 @@ class DecisionStore:
 
     async def trim(self, *, older_than: datetime, keep: int, limit: int) -> int:
         """Delete up to `limit` decisions older than `older_than` or beyond the newest `keep`."""
-        async with self._write() as conn:
+
+        async def trim_in(conn: AsyncConnection) -> int:
             newest = (await conn.execute(select(func.max(decisions.c.id)))).scalar_one()
             if newest is None:
                 return 0
@@ -119,7 +119,8 @@ class DecisionStore:
                 .limit(limit)
             )
             ids = (await conn.execute(doomed)).scalars().all()
-            if not ids:
-                return 0
-            await conn.execute(delete(decisions).where(decisions.c.id.in_(ids)))
+            if ids:
+                await conn.execute(delete(decisions).where(decisions.c.id.in_(ids)))
             return len(ids)
+
+        return await self._writer.run(trim_in, weight=limit)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy import case, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -21,6 +22,7 @@ from app.storage.purge import Tombstoned, delete_events, mark_expired
 from app.storage.records import GenerationRecord
 from app.storage.schema import events, generations, streams
 from app.storage.store import _GENERATION_COLUMNS, _to_generation
+from app.storage.writer import Writer
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,19 +60,14 @@ class Totals:
 class Inspector:
     """Cross-tenant reads and the operator actions."""
 
-    def __init__(self, engines: Engines) -> None:
+    def __init__(self, engines: Engines, writer: Writer) -> None:
         self._engines = engines
+        self._writer = writer
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[AsyncConnection]:
         with translated_errors():
             async with self._engines.snapshot.begin() as conn:
-                yield conn
-
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
-        with translated_errors():
-            async with self._engines.write.begin() as conn:
                 yield conn
 
     async def streams(
@@ -123,7 +120,9 @@ class Inspector:
 
     async def terminate(self, token: str, now: datetime) -> GenerationRecord:
         """Make a generation terminal at its current tail (unchanged if it already is)."""
-        async with self._write() as conn:
+
+        async def terminate_in(conn: AsyncConnection) -> GenerationRecord:
+            # `UnknownGeneration` is raised before anything is written (a group's refusal).
             gen = await _by_token(conn, token, lock=True)
             if gen.terminal:
                 return gen
@@ -134,6 +133,8 @@ class Inspector:
             )
             return await _by_token(conn, token)
 
+        return await self._writer.run(terminate_in)
+
     async def purge(self, key: StreamKey, now: datetime) -> tuple[int, int]:
         """Tombstone every generation of the stream and delete its events.
 
@@ -142,16 +143,13 @@ class Inspector:
         stream_pk = select(streams.c.id).where(
             streams.c.tenant == key.tenant, streams.c.stream_id == key.stream_id
         )
+        mark = partial(
+            mark_expired, where=[generations.c.stream_pk.in_(stream_pk)], now=now, limit=500
+        )
         marked: list[Tombstoned] = []
-        while True:
-            async with self._write() as conn:
-                batch = await mark_expired(
-                    conn, [generations.c.stream_pk.in_(stream_pk)], now, limit=500
-                )
-            if not batch:
-                break
+        while batch := await self._writer.run(mark):
             marked.extend(batch)
-        return len(marked), await delete_events(self._engines, marked)
+        return len(marked), await delete_events(self._writer, marked)
 
     async def totals(self) -> Totals:
         """Streams, generations by state, and what is retained, across every tenant."""

@@ -6,7 +6,9 @@ set, `head_seq = tail_seq + 1` and nothing is retained, so a resume is answered 
 
 Marking is one short transaction over a few rows; the events are then deleted in chunks
 of seq ranges, each its own transaction, so no lock is held for long whatever the size of
-a generation. Only seqs up to the tail at marking time are deleted.
+a generation. Only seqs up to the tail at marking time are deleted. Every write goes
+through the process's `Writer` (on SQLite, the group committer that appends use), so
+retention never fights appends for SQLite's lock in its busy handler.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy import ColumnElement, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.storage.engine import Engines
-from app.storage.errors import translated_errors
 from app.storage.schema import events, generations
+from app.storage.writer import Writer
 
 # Events deleted per transaction: small enough that an append waiting behind the delete
 # (SQLite's database lock) waits milliseconds, not seconds.
@@ -36,7 +38,7 @@ class Tombstoned:
 
 
 async def mark_expired(
-    conn: AsyncConnection, where: Sequence[ColumnElement[bool]], now: datetime, limit: int
+    conn: AsyncConnection, *, where: Sequence[ColumnElement[bool]], now: datetime, limit: int
 ) -> list[Tombstoned]:
     """Mark up to `limit` live generations matching `where` as tombstones, in `conn`.
 
@@ -68,21 +70,16 @@ async def mark_expired(
     return [Tombstoned(row.id, row.tail_seq) for row in rows]
 
 
-async def delete_events(engines: Engines, tombstones: Sequence[Tombstoned]) -> int:
+async def delete_events(writer: Writer, tombstones: Sequence[Tombstoned]) -> int:
     """Delete the events of marked generations, chunk by chunk; how many were deleted."""
     deleted = 0
     for tomb in tombstones:
-        while True:
-            with translated_errors():
-                async with engines.write.begin() as conn:
-                    count = await _delete_chunk(conn, tomb)
+        while count := await writer.run(partial(_delete_chunk, tomb=tomb), weight=DELETE_CHUNK):
             deleted += count
-            if count == 0:
-                break
     return deleted
 
 
-async def _delete_chunk(conn: AsyncConnection, tomb: Tombstoned) -> int:
+async def _delete_chunk(conn: AsyncConnection, *, tomb: Tombstoned) -> int:
     owned = events.c.generation_pk == tomb.pk, events.c.seq <= tomb.tail_seq
     lowest = (await conn.execute(select(func.min(events.c.seq)).where(*owned))).scalar_one()
     if lowest is None:

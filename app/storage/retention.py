@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy import delete, exists, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -17,6 +18,7 @@ from app.storage.engine import Engines
 from app.storage.errors import translated_errors
 from app.storage.purge import Tombstoned, delete_events, mark_expired
 from app.storage.schema import generations, streams
+from app.storage.writer import Writer
 
 # An arbitrary constant that names "the retention pass" among the database's advisory locks.
 RETENTION_LOCK_KEY = 0x6576_6C6F_6772_6574  # "evlogret"
@@ -25,14 +27,9 @@ RETENTION_LOCK_KEY = 0x6576_6C6F_6772_6574  # "evlogret"
 class RetentionStore:
     """Batches of retention work, each one short transaction."""
 
-    def __init__(self, engines: Engines) -> None:
+    def __init__(self, engines: Engines, writer: Writer) -> None:
         self._engines = engines
-
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
-        with translated_errors():
-            async with self._engines.write.begin() as conn:
-                yield conn
+        self._writer = writer
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[bool]:
@@ -68,8 +65,8 @@ class RetentionStore:
 
     async def expire_due(self, now: datetime, limit: int) -> list[Tombstoned]:
         """Tombstone up to `limit` generations whose TTL ran out (no write since)."""
-        async with self._write() as conn:
-            return await mark_expired(conn, [generations.c.expires_at <= now], now, limit)
+        due = [generations.c.expires_at <= now]
+        return await self._writer.run(partial(mark_expired, where=due, now=now, limit=limit))
 
     async def cap_generations(self, keep: int, now: datetime, limit: int) -> list[Tombstoned]:
         """Tombstone up to `limit` generations older than their stream's newest `keep`."""
@@ -78,32 +75,29 @@ class RetentionStore:
             .where(streams.c.id == generations.c.stream_pk)
             .scalar_subquery()
         )
-        async with self._write() as conn:
-            return await mark_expired(conn, [generations.c.epoch <= last_epoch - keep], now, limit)
+        old = [generations.c.epoch <= last_epoch - keep]
+        return await self._writer.run(partial(mark_expired, where=old, now=now, limit=limit))
 
     async def delete_events(self, tombstones: list[Tombstoned]) -> int:
         """Delete the events of freshly marked tombstones (chunked)."""
-        return await delete_events(self._engines, tombstones)
+        return await delete_events(self._writer, tombstones)
 
     async def delete_tombstones(self, expired_before: datetime, limit: int) -> int:
         """Delete up to `limit` tombstones that expired before `expired_before`."""
-        async with self._write() as conn:
-            ids = (
-                (
-                    await conn.execute(
-                        select(generations.c.id)
-                        .where(generations.c.expired_at < expired_before)
-                        .order_by(generations.c.id)
-                        .limit(limit)
-                    )
-                )
-                .scalars()
-                .all()
-            )
-            if not ids:
-                return 0
-            await conn.execute(delete(generations).where(generations.c.id.in_(ids)))
+        query = (
+            select(generations.c.id)
+            .where(generations.c.expired_at < expired_before)
+            .order_by(generations.c.id)
+            .limit(limit)
+        )
+
+        async def delete_in(conn: AsyncConnection) -> int:
+            ids = (await conn.execute(query)).scalars().all()
+            if ids:
+                await conn.execute(delete(generations).where(generations.c.id.in_(ids)))
             return len(ids)
+
+        return await self._writer.run(delete_in, weight=limit)
 
     async def delete_empty_streams(self, idle_before: datetime, limit: int) -> int:
         """Delete up to `limit` streams with no generation left, idle since `idle_before`."""
@@ -114,12 +108,15 @@ class RetentionStore:
             .order_by(streams.c.id)
             .limit(limit)
         )
-        async with self._write() as conn:
+
+        async def delete_in(conn: AsyncConnection) -> int:
+            locked = query
             if conn.dialect.name == "postgresql":
                 # A writer opening a generation holds its stream's row: leave that one be.
-                query = query.with_for_update(skip_locked=True)
-            ids = (await conn.execute(query)).scalars().all()
-            if not ids:
-                return 0
-            await conn.execute(delete(streams).where(streams.c.id.in_(ids), empty))
+                locked = query.with_for_update(skip_locked=True)
+            ids = (await conn.execute(locked)).scalars().all()
+            if ids:
+                await conn.execute(delete(streams).where(streams.c.id.in_(ids), empty))
             return len(ids)
+
+        return await self._writer.run(delete_in, weight=limit)

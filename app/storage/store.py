@@ -34,7 +34,7 @@ from app.storage.records import (
     StreamRecord,
 )
 from app.storage.schema import events, generations, streams
-from app.storage.writer import writer_for
+from app.storage.writer import Writer, writer_for
 
 # Pages are read in chunks so that a page's memory is bounded by its byte budget, not by
 # its event count times the largest event allowed.
@@ -63,6 +63,11 @@ class Store:
     def __init__(self, engines: Engines) -> None:
         self._engines = engines
         self._writer = writer_for(engines.write)
+
+    @property
+    def writer(self) -> Writer:
+        """The process's write path; other stores on this database write through it too."""
+        return self._writer
 
     async def close(self) -> None:
         """Stop taking writes (queued ones are refused as unavailable)."""

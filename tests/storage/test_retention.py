@@ -44,8 +44,8 @@ def worker_at(running: KeyedApp, later: float, **overrides: Any) -> RetentionWor
     state = running.app.state
     settings = state.settings.model_copy(update=overrides)
     return RetentionWorker(
-        RetentionStore(state.engines),
-        DecisionStore(state.engines),
+        RetentionStore(state.engines, state.store.writer),
+        DecisionStore(state.engines, state.store.writer),
         settings,
         clock=lambda: utc_now() + timedelta(seconds=later),
     )
