@@ -18,25 +18,25 @@ from app.storage.store import Store
 _bearer = HTTPBearer(auto_error=False, description="A key from EVENTLOG_KEYS")
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     """The settings the app was created with."""
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_store(request: Request) -> Store:
+async def get_store(request: Request) -> Store:
     """The store built by the lifespan."""
     store: Store = request.app.state.store
     return store
 
 
-def get_service(request: Request) -> EventLogService:
+async def get_service(request: Request) -> EventLogService:
     """The writer use cases built by the lifespan."""
     service: EventLogService = request.app.state.service
     return service
 
 
-def get_admin_service(request: Request) -> AdminService:
+async def get_admin_service(request: Request) -> AdminService:
     """The operator use cases built by the lifespan."""
     service: AdminService = request.app.state.admin
     return service
@@ -48,7 +48,7 @@ def _authenticate(request: Request, credentials: HTTPAuthorizationCredentials | 
     return keyring.authenticate(header)
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
@@ -56,7 +56,7 @@ def get_principal(
     return Keyring.require(_authenticate(request, credentials), Scope.WRITER)
 
 
-def get_admin(
+async def get_admin(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
