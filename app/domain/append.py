@@ -16,6 +16,7 @@ class Refusal(StrEnum):
 
     SUPERSEDED = "superseded"
     TERMINAL = "terminal"
+    EXPIRED = "expired"
     SEQ_CONFLICT = "seq_conflict"
     SEQ_GAP = "seq_gap"
 
@@ -37,6 +38,7 @@ class GenerationState:
     current: bool
     terminal: bool
     terminal_seq: int | None
+    expired: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,10 @@ def plan_append(
         return AppendRefused(Refusal.SUPERSEDED, "a newer generation fenced this one")
     if state.terminal:
         return AppendRefused(Refusal.TERMINAL, "the generation is terminal")
+    if state.expired:
+        # Its events were purged by the TTL and every resume of it is reset: an event
+        # stored now could never be delivered, so it is refused rather than acknowledged.
+        return AppendRefused(Refusal.EXPIRED, "the generation expired; open a new one")
     expected = state.tail_seq + 1
     if first_seq is not None and first_seq != expected:
         return AppendRefused(Refusal.SEQ_GAP, f"first_seq {first_seq}, expected {expected}")

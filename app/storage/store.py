@@ -171,6 +171,7 @@ class Store:
                 current=gen.current,
                 terminal=gen.terminal,
                 terminal_seq=gen.terminal_seq,
+                expired=gen.expired,
             )
             claimed = overlap(state, first_seq, len(batch))
             stored = await _bodies(conn, gen.pk, claimed) if claimed else {}

@@ -19,6 +19,9 @@ STORED = {3: A, 4: B, 5: C}
 OPEN = GenerationState(head_seq=3, tail_seq=5, current=True, terminal=False, terminal_seq=None)
 DONE = GenerationState(head_seq=3, tail_seq=5, current=True, terminal=True, terminal_seq=5)
 FENCED = GenerationState(head_seq=3, tail_seq=5, current=False, terminal=False, terminal_seq=None)
+EXPIRED = GenerationState(
+    head_seq=6, tail_seq=5, current=True, terminal=False, terminal_seq=None, expired=True
+)
 
 
 def plan(
@@ -75,6 +78,9 @@ def test_accepted(
         (DONE, [A], None, False, Refusal.TERMINAL),
         (DONE, [A], 6, False, Refusal.TERMINAL),
         (DONE, [], None, True, Refusal.TERMINAL),
+        (EXPIRED, [A], None, False, Refusal.EXPIRED),
+        (EXPIRED, [A], 6, False, Refusal.EXPIRED),
+        (EXPIRED, [], None, True, Refusal.EXPIRED),
         (OPEN, [A], 7, False, Refusal.SEQ_GAP),
         (OPEN, [A, B], 4, False, Refusal.SEQ_CONFLICT),
         (OPEN, [EventBody("a", "other")], 3, False, Refusal.SEQ_CONFLICT),
@@ -90,6 +96,9 @@ def test_accepted(
         "finished",
         "finished, next seq",
         "finished, empty terminal without first_seq",
+        "expired",
+        "expired, next seq",
+        "expired, empty terminal",
         "gap",
         "other content",
         "other event type",

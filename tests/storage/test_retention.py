@@ -84,6 +84,21 @@ async def test_ttl_expiry_purges_events_and_keeps_a_tombstone(
     assert (again.expired, again.purged_events) == (0, 0)
 
 
+async def test_an_expired_generation_refuses_appends(
+    running: KeyedApp, http: httpx.AsyncClient
+) -> None:
+    # An event stored into a tombstone could never be delivered (every resume is reset),
+    # so acknowledging it would be losing it: 409 `expired`, and nothing is stored.
+    token = await open_with(http, "lapsed", 2, ttl_seconds=1)
+    await worker_at(running, 5).run_once()
+    url = f"/v1/generations/{token}/events"
+    for body in ({"events": [{"data": "late"}]}, {"events": [{"data": "late"}], "first_seq": 3}):
+        refused = await http.post(url, json=body)
+        assert (refused.status_code, refused.json()["code"]) == (409, "expired")
+    tomb = await ok(await http.get(f"/admin/v1/generations/{token}"))
+    assert (tomb["tail_seq"], tomb["retained_events"]) == (2, 0)
+
+
 async def test_tombstones_and_empty_streams_go_after_their_own_ttl(
     running: KeyedApp, http: httpx.AsyncClient
 ) -> None:
