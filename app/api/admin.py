@@ -29,7 +29,7 @@ from app.api.admin_schemas import (
 from app.api.deps import AdminServiceDep, SettingsDep, get_admin
 from app.api.problems import problem_responses
 from app.api.schemas import MAX_SEQ, PageResponse
-from app.api.writer import StreamId, Token, to_events
+from app.api.writer import StreamId, Token, to_events, to_generation
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import STREAM_ID_PATTERN
 from app.service.errors import InvalidRequest
@@ -242,26 +242,12 @@ async def stats(admin: AdminServiceDep) -> StatsResponse:
 
 
 def to_admin_generation(g: GenerationRecord) -> AdminGeneration:
-    """The operator's view of a generation."""
+    """The operator's view of a generation: the writer's view plus retention and times."""
     return AdminGeneration(
-        stream_id=g.stream_id,
+        **to_generation(g).model_dump(),
         tenant=g.tenant,
-        generation=g.token,
-        epoch=g.epoch,
-        reason=g.reason,
-        producer=g.producer,
-        head_seq=g.head_seq,
-        tail_seq=g.tail_seq,
-        terminal=g.terminal,
-        terminal_seq=g.terminal_seq,
         retained_events=g.retained_events,
         retained_bytes=g.retained_bytes,
-        max_events=g.max_events,
-        ttl_seconds=g.ttl_seconds,
-        superseded=not g.current,
-        expired=g.expired,
-        supersedes=g.supersedes,
-        created_at=g.created_at,
         last_append_at=g.last_append_at,
         expires_at=g.expires_at,
         terminal_at=g.terminal_at,

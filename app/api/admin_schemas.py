@@ -6,31 +6,18 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.schemas import Generation
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import STREAM_ID_PATTERN
 
 
-class AdminGeneration(BaseModel):
-    """A generation as an operator sees it: state, retention and every timestamp."""
+class AdminGeneration(Generation):
+    """A generation as an operator sees it: the writer's view plus retention and timestamps."""
 
-    stream_id: str
     tenant: str
-    generation: str
-    epoch: int
-    reason: str
-    producer: str | None
-    head_seq: int
-    tail_seq: int
-    terminal: bool
-    terminal_seq: int | None
     retained_events: int
     retained_bytes: int
-    max_events: int
-    ttl_seconds: int
-    superseded: bool
     expired: bool = Field(description="Its events were purged; the token is a tombstone.")
-    supersedes: str | None
-    created_at: datetime
     last_append_at: datetime
     expires_at: datetime
     terminal_at: datetime | None

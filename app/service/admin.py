@@ -15,6 +15,7 @@ from app.domain.paging import check_page
 from app.service.audit import DecisionAudit
 from app.service.clock import Clock, utc_now
 from app.service.errors import PageRefused, ServiceRefusal
+from app.service.eventlog import facts_of
 from app.settings import Settings
 from app.storage.decisions import DecisionEntry, DecisionFilter, DecisionStore
 from app.storage.errors import UnknownGeneration, UnknownStream
@@ -186,16 +187,7 @@ class AdminService:
             expected = gen.tail_seq - max(seq, gen.head_seq - 1)
             stored = await self._inspector.events_after(gen, max(seq, gen.head_seq - 1))
             contiguous = stored == expected
-        return GenerationFacts(
-            token=gen.token,
-            stream_id=gen.stream_id,
-            head_seq=gen.head_seq,
-            tail_seq=gen.tail_seq,
-            current=gen.current,
-            terminal=gen.terminal,
-            expired=gen.expired,
-            contiguous=contiguous,
-        )
+        return facts_of(gen, contiguous=contiguous)
 
     async def _delivery(self, decision: Decision, gen: GenerationRecord | None) -> Delivery | None:
         if gen is None:

@@ -134,7 +134,7 @@ class EventLogService:
         claim = parse_event_id(last_event_id)
         async with self._store.snapshot() as snap:
             gen = None if claim is None else await snap.find_generation(tenant, claim.token)
-            facts = None if gen is None else _facts(gen)
+            facts = None if gen is None else facts_of(gen)
             decision = self._decide(last_event_id, asked_stream, facts)
             stream_id = asked_stream or (gen.stream_id if gen else None)
             if decision.verdict is Verdict.RESUME:
@@ -206,7 +206,8 @@ class EventLogService:
         return record
 
 
-def _facts(gen: GenerationRecord) -> GenerationFacts:
+def facts_of(gen: GenerationRecord, *, contiguous: bool | None = None) -> GenerationFacts:
+    """What the decision needs to know of a stored generation (contiguity: its counters')."""
     return GenerationFacts(
         token=gen.token,
         stream_id=gen.stream_id,
@@ -215,7 +216,7 @@ def _facts(gen: GenerationRecord) -> GenerationFacts:
         current=gen.current,
         terminal=gen.terminal,
         expired=gen.expired,
-        contiguous=gen.contiguous,
+        contiguous=gen.contiguous if contiguous is None else contiguous,
     )
 
 
