@@ -24,7 +24,7 @@ from app.settings import Settings
 from tests.conftest import app_client
 from tests.reliability.server import soak_enabled
 
-QUICK, SOAK = (200, 8), (600, 60)  # (streams, steps per stream)
+QUICK, SOAK = (200, 8), (600, 30)  # (streams, steps per stream)
 
 
 @dataclass(frozen=True)

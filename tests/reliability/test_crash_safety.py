@@ -37,7 +37,7 @@ from tests.reliability.server import ServerProcess, soak_enabled
 pytestmark = pytest.mark.process
 
 WRITERS = 6
-QUICK_ROUNDS, SOAK_ROUNDS = 3, 40
+QUICK_ROUNDS, SOAK_ROUNDS = 3, 25
 SMALL_BUFFER = 7  # some streams evict, so eviction is crashed into too
 
 

@@ -212,7 +212,7 @@ class EventLogMachine(RuleBasedStateMachine):
 
 
 def _examples() -> tuple[int, int]:
-    return (300, 60) if soak_enabled() else (15, 40)
+    return (100, 50) if soak_enabled() else (15, 40)
 
 
 @pytest.fixture
