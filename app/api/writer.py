@@ -28,7 +28,9 @@ from app.service.eventlog import ResumeAnswer
 from app.settings import Settings
 from app.storage.records import EventPage, GenerationRecord, StreamRecord
 
-router = APIRouter(prefix="/v1", tags=["writer"])
+# Every writer route answers 401 without a valid key and 403 without the writer scope
+# (once keys are configured), so every one documents both.
+router = APIRouter(prefix="/v1", tags=["writer"], responses=problem_responses(401, 403))
 
 StreamId = Annotated[
     str,

@@ -297,11 +297,6 @@ async def test_no_cross_tenant_read_through_any_route(keyed: httpx.AsyncClient) 
     assert json.dumps(streams).count("shared-name") >= 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="doc bug: the writer routes (app/api/writer.py) answer 401/403 once keys are set "
-    "but do not list them in the OpenAPI document (the admin routes do)",
-)
 def test_every_protected_operation_documents_401_and_403() -> None:
     """A client generated from `/openapi.json` must know a route can answer 401 and 403."""
     document = create_app(make_settings("sqlite+aiosqlite:///unused.db")).openapi()
