@@ -27,7 +27,7 @@ test: $(STAMP)  ## the whole suite, on SQLite and PostgreSQL (CI=true: PostgreSQ
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
 	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
 
-soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing): ~15 min
+soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing): ~10 min
 	EVENTLOG_SOAK=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app
