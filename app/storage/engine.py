@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Connection
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.settings import Settings
@@ -32,21 +32,33 @@ class Engines:
     base: AsyncEngine
     write: AsyncEngine
     snapshot: AsyncEngine
+    # SQLite only: the same file through the stdlib driver, for the group-commit writer's
+    # own thread (app/storage/writer.py), where a whole group of appends runs without one
+    # event-loop round trip per statement.
+    sync_write: Engine | None = None
 
     async def dispose(self) -> None:
         """Close every pooled connection."""
         await self.base.dispose()
+        if self.sync_write is not None:
+            self.sync_write.dispose()
 
 
 def create_engines(settings: Settings) -> Engines:
     """Build the engine for `settings.database_url` with its dialect's hooks."""
     if settings.is_sqlite:
         base = create_async_engine(settings.database_url, connect_args={"timeout": 30})
-        _install_sqlite_hooks(base, settings)
+        _install_sqlite_hooks(base.sync_engine, settings)
+        sync = create_engine(
+            make_url(settings.database_url).set(drivername="sqlite"),
+            connect_args={"timeout": 30, "check_same_thread": False},
+        )
+        _install_sqlite_hooks(sync, settings)
         return Engines(
             base=base,
             write=base.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"}),
             snapshot=base.execution_options(**{_SQLITE_BEGIN: "DEFERRED"}),
+            sync_write=sync.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"}),
         )
     base = create_async_engine(
         settings.database_url,
@@ -61,8 +73,8 @@ def create_engines(settings: Settings) -> Engines:
     )
 
 
-def _install_sqlite_hooks(engine: AsyncEngine, settings: Settings) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+def _install_sqlite_hooks(engine: Engine, settings: Settings) -> None:
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let us, not the driver, say when a transaction begins (and how).
         dbapi_connection.isolation_level = None
@@ -73,7 +85,7 @@ def _install_sqlite_hooks(engine: AsyncEngine, settings: Settings) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
         connection.exec_driver_sql(f"BEGIN {mode}")

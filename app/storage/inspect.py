@@ -18,10 +18,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.storage.engine import Engines
 from app.storage.errors import UnknownGeneration, translated_errors
+from app.storage.generations import GENERATION_COLUMNS, to_generation
 from app.storage.purge import Tombstoned, delete_events, mark_expired
 from app.storage.records import GenerationRecord
 from app.storage.schema import events, generations, streams
-from app.storage.store import _GENERATION_COLUMNS, _to_generation
 from app.storage.writer import Writer
 
 
@@ -105,13 +105,13 @@ class Inspector:
     async def generations_of(self, key: StreamKey) -> list[GenerationRecord]:
         """Every generation the stream still has (tombstones included), in epoch order."""
         query = (
-            select(*_GENERATION_COLUMNS)
+            select(*GENERATION_COLUMNS)
             .join(streams, streams.c.id == generations.c.stream_pk)
             .where(streams.c.tenant == key.tenant, streams.c.stream_id == key.stream_id)
             .order_by(generations.c.epoch)
         )
         async with self._read() as conn:
-            return [_to_generation(row._mapping) for row in await conn.execute(query)]
+            return [to_generation(row._mapping) for row in await conn.execute(query)]
 
     async def generation(self, token: str) -> GenerationRecord:
         """A generation by token, whatever its tenant; `UnknownGeneration` if none."""
@@ -193,7 +193,7 @@ class Inspector:
 
 async def _by_token(conn: AsyncConnection, token: str, *, lock: bool = False) -> GenerationRecord:
     query = (
-        select(*_GENERATION_COLUMNS)
+        select(*GENERATION_COLUMNS)
         .join(streams, streams.c.id == generations.c.stream_pk)
         .where(generations.c.token == token)
     )
@@ -202,7 +202,7 @@ async def _by_token(conn: AsyncConnection, token: str, *, lock: bool = False) ->
     row = (await conn.execute(query)).one_or_none()
     if row is None:
         raise UnknownGeneration(token)
-    return _to_generation(row._mapping)
+    return to_generation(row._mapping)
 
 
 async def _current_generations(
@@ -211,8 +211,8 @@ async def _current_generations(
     if not stream_pks:
         return {}
     query = (
-        select(*_GENERATION_COLUMNS)
+        select(*GENERATION_COLUMNS)
         .join(streams, streams.c.id == generations.c.stream_pk)
         .where(streams.c.id.in_(stream_pks), generations.c.epoch == streams.c.last_epoch)
     )
-    return {row.stream_pk: _to_generation(row._mapping) for row in await conn.execute(query)}
+    return {row.stream_pk: to_generation(row._mapping) for row in await conn.execute(query)}
