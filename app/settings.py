@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(default=1_048_576, ge=1)
     max_batch_events: int = Field(default=1_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1_048_576, ge=1)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
 
     default_page_limit: int = Field(default=500, ge=1)
     max_page_limit: int = Field(default=5_000, ge=1)

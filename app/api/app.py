@@ -31,8 +31,6 @@ from app.storage.store import Store
 
 log = logging.getLogger(__name__)
 
-BODY_TIMEOUT_SECONDS = 30.0
-
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service; the lifespan opens the database pool and closes it."""
@@ -87,7 +85,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = counters
     app.state.head_revision = None  # read by /readyz on first use
     app.add_middleware(
-        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout=BODY_TIMEOUT_SECONDS
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        timeout=settings.body_timeout_seconds,
     )
     # Added last, so outermost: they see every request, refused bodies included.
     app.add_middleware(RequestMetricsMiddleware, metrics=counters)

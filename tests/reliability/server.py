@@ -38,13 +38,10 @@ class ServerProcess:
         *,
         log_path: Path,
         env: dict[str, str] | None = None,
-        python_code: str | None = None,
     ) -> None:
         self.database_url = database_url
         self.log_path = log_path
         self.extra_env = env or {}
-        # A `-c` program to run instead of `-m app`, for tests that patch a constant first.
-        self.python_code = python_code
         self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -67,11 +64,7 @@ class ServerProcess:
             "EVENTLOG_LOG_LEVEL": "info",
             **self.extra_env,
         }
-        args = ["serve", "--port", str(self.port)]
-        if self.python_code is None:
-            command = [sys.executable, "-m", "app", *args]
-        else:
-            command = [sys.executable, "-c", self.python_code, *args]
+        command = [sys.executable, "-m", "app", "serve", "--port", str(self.port)]
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT

@@ -470,12 +470,12 @@ def _raw_request(port: int, head: bytes, chunks: list[bytes], pause: float) -> b
 
 @pytest.fixture
 def short_timeout_server(database_url: str, tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    """A real server whose body timeout is 1 s instead of 30 s (patched before it starts)."""
-    code = (
-        "import sys, app.api.app as a; a.BODY_TIMEOUT_SECONDS = 1.0; "
-        "from app.cli import main; sys.exit(main(sys.argv[1:]))"
+    """A real server whose body timeout is 1 s instead of 30 s."""
+    process = ServerProcess(
+        database_url,
+        log_path=tmp_path / "server.log",
+        env={"EVENTLOG_BODY_TIMEOUT_SECONDS": "1"},
     )
-    process = ServerProcess(database_url, log_path=tmp_path / "server.log", python_code=code)
     process.start()
     yield process  # type: ignore[misc]
     process.stop()
