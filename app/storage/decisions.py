@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -11,7 +10,6 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.storage.engine import Engines
-from app.storage.errors import translated_errors
 from app.storage.schema import decisions
 from app.storage.writer import Writer
 
@@ -49,12 +47,6 @@ class DecisionStore:
         self._engines = engines
         self._writer = writer
 
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[AsyncConnection]:
-        with translated_errors():
-            async with self._engines.snapshot.begin() as conn:
-                yield conn
-
     async def record(self, entries: Sequence[DecisionEntry]) -> None:
         """Insert a batch of decisions in one transaction."""
         if not entries:
@@ -80,7 +72,7 @@ class DecisionStore:
         ):
             if value is not None:
                 query = query.where(column == value)
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             rows = (await conn.execute(query)).all()
         return [
             DecisionEntry(
@@ -101,7 +93,7 @@ class DecisionStore:
         query = select(decisions.c.verdict, decisions.c.reason, func.count()).group_by(
             decisions.c.verdict, decisions.c.reason
         )
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             rows = (await conn.execute(query)).all()
         return {(row[0], row[1]): int(row[2]) for row in rows}
 

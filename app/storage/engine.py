@@ -13,14 +13,17 @@ transaction takes its locks and its snapshot:
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.settings import Settings
+from app.storage.errors import translated_errors
 
 _SQLITE_BEGIN = "eventlog_sqlite_begin"
 
@@ -36,6 +39,13 @@ class Engines:
     # own thread (app/storage/writer.py), where a whole group of appends runs without one
     # event-loop round trip per statement.
     sync_write: Engine | None = None
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only transaction on one snapshot, driver errors translated."""
+        with translated_errors():
+            async with self.snapshot.begin() as conn:
+                yield conn
 
     async def dispose(self) -> None:
         """Close every pooled connection."""

@@ -7,8 +7,6 @@ tenants on purpose and are only reachable with the `admin` scope.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -17,7 +15,7 @@ from sqlalchemy import case, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.storage.engine import Engines
-from app.storage.errors import UnknownGeneration, translated_errors
+from app.storage.errors import UnknownGeneration
 from app.storage.generations import GENERATION_COLUMNS, to_generation
 from app.storage.purge import Tombstoned, delete_events, mark_expired
 from app.storage.records import GenerationRecord
@@ -64,12 +62,6 @@ class Inspector:
         self._engines = engines
         self._writer = writer
 
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[AsyncConnection]:
-        with translated_errors():
-            async with self._engines.snapshot.begin() as conn:
-                yield conn
-
     async def streams(
         self, *, prefix: str, tenant: str | None, after: StreamKey | None, limit: int
     ) -> list[StreamSummary]:
@@ -82,7 +74,7 @@ class Inspector:
         if after is not None:
             position = tuple_(streams.c.stream_id, streams.c.tenant)
             query = query.where(position > tuple_(after.stream_id, after.tenant))
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             rows = (await conn.execute(query)).all()
             current = await _current_generations(conn, [row.id for row in rows])
         return [
@@ -99,7 +91,7 @@ class Inspector:
     async def tenants_of(self, stream_id: str) -> list[str]:
         """The tenants that have a stream with this id."""
         query = select(streams.c.tenant).where(streams.c.stream_id == stream_id)
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             return list((await conn.execute(query.order_by(streams.c.tenant))).scalars())
 
     async def generations_of(self, key: StreamKey) -> list[GenerationRecord]:
@@ -110,12 +102,12 @@ class Inspector:
             .where(streams.c.tenant == key.tenant, streams.c.stream_id == key.stream_id)
             .order_by(generations.c.epoch)
         )
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             return [to_generation(row._mapping) for row in await conn.execute(query)]
 
     async def generation(self, token: str) -> GenerationRecord:
         """A generation by token, whatever its tenant; `UnknownGeneration` if none."""
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             return await _by_token(conn, token)
 
     async def terminate(self, token: str, now: datetime) -> GenerationRecord:
@@ -160,7 +152,7 @@ class Inspector:
             (g.superseded_at.is_not(None), "superseded"),
             else_="live",
         )
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             stream_count = (await conn.execute(select(func.count()).select_from(streams))).scalar()
             by_state = {
                 row[0]: int(row[1])
@@ -187,7 +179,7 @@ class Inspector:
     async def events_after(self, gen: GenerationRecord, seq: int) -> int:
         """How many events are stored after `seq` (a hole shows as fewer than tail - seq)."""
         query = select(func.count()).where(events.c.generation_pk == gen.pk, events.c.seq > seq)
-        async with self._read() as conn:
+        async with self._engines.read() as conn:
             return int((await conn.execute(query)).scalar_one())
 
 

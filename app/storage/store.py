@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.append import EventBody
 from app.storage import writes
 from app.storage.engine import Engines
-from app.storage.errors import UnknownGeneration, translated_errors
+from app.storage.errors import UnknownGeneration
 from app.storage.generations import GENERATION_COLUMNS, select_generation, to_generation
 from app.storage.records import (
     AppendResult,
@@ -58,9 +58,8 @@ class Store:
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[SnapshotReader]:
         """A read-only view in which every read sees the same committed state."""
-        with translated_errors():
-            async with self._engines.snapshot.begin() as conn:
-                yield SnapshotReader(conn)
+        async with self._engines.read() as conn:
+            yield SnapshotReader(conn)
 
     async def open_generation(
         self, tenant: str, stream_id: str, request: NewGeneration, now: datetime

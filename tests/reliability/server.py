@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+
+from tests.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
@@ -19,14 +20,6 @@ START_TIMEOUT = 30.0
 def soak_enabled() -> bool:
     """Whether the long variants run (`EVENTLOG_SOAK=1`, as `make soak` sets it)."""
     return os.environ.get("EVENTLOG_SOAK", "") not in ("", "0")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class ServerProcess:
