@@ -1,7 +1,9 @@
 """A small async client for the admin API, used by `mcp-eventlog admin`.
 
 It returns the service's JSON as plain dicts (the CLI prints them as tables or as they
-are); a problem response becomes `AdminRequestFailed` with the problem's `code`.
+are). It speaks through the writer client's `ServiceConnection`, so a refusal is the same
+`EventLogError` (with the problem's `code`), and an unreachable service is
+`ServiceUnreachable` (status 0).
 """
 
 from __future__ import annotations
@@ -11,18 +13,10 @@ from typing import Any
 
 import httpx
 
+from app.client.connection import ServiceConnection
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 PREFIX = "/admin/v1"
-
-
-class AdminRequestFailed(Exception):
-    """The service refused an admin request (or could not be reached: status 0)."""
-
-    def __init__(self, status: int, code: str, detail: str) -> None:
-        super().__init__(f"{status} {code}: {detail}")
-        self.status = status
-        self.code = code
-        self.detail = detail
 
 
 class AdminClient:
@@ -36,10 +30,10 @@ class AdminClient:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
     ) -> None:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._http = httpx.AsyncClient(
-            base_url=url.rstrip("/"), headers=headers, transport=transport, timeout=timeout
-        )
+        # `key=""` when none is given: an admin call must never borrow the writer's
+        # EVENTLOG_KEY, which the connection would otherwise read from the environment.
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
+        self._connection = ServiceConnection(url, key or "", http=self._http)
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -111,20 +105,8 @@ class AdminClient:
         json: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        try:
-            response = await self._http.request(method, PREFIX + path, params=query, json=json)
-        except httpx.TransportError as error:
-            reason = f"{type(error).__name__}: {error}"
-            raise AdminRequestFailed(0, "unreachable", reason) from error
-        if response.is_success:
-            body: dict[str, Any] = response.json()
-            return body
-        raise _failure(response)
-
-
-def _failure(response: httpx.Response) -> AdminRequestFailed:
-    try:
-        problem = response.json()
-        return AdminRequestFailed(response.status_code, problem["code"], problem["detail"])
-    except (ValueError, KeyError, TypeError):
-        return AdminRequestFailed(response.status_code, "http_error", response.text[:200])
+        # Admin reads are not retried: an operator sees the failure at once.
+        body: dict[str, Any] = await self._connection.request(
+            method, PREFIX + path, params=query, json=json, retry=False
+        )
+        return body

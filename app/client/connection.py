@@ -76,7 +76,7 @@ class ServiceConnection:
         path: str,
         *,
         json: Any = None,
-        params: dict[str, int] | None = None,
+        params: dict[str, Any] | None = None,
         retry: bool,
     ) -> Any:
         """Send one request and return its JSON body; raise an `EventLogError` on refusal.
