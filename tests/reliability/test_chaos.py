@@ -270,10 +270,16 @@ async def test_consumers_never_hold_a_spliced_stream(settings: Settings) -> None
     assert (tally.violations, tally.invalid, tally.fenced_accepted) == (0, 0, 0), (seed, tally)
 
 
-async def test_the_check_catches_the_seeds_naive_server() -> None:
-    """The same consumers against the seed's naive server: the check finds corruption."""
+@pytest.mark.parametrize("seed", range(3))
+async def test_the_check_catches_the_seeds_naive_server(seed: int) -> None:
+    """The same consumers against the seed's naive server: the check finds corruption.
+
+    Fixed seeds: the naive server is a deterministic model, not the system under test, and
+    a splice of two executions is a rare event in it (about 1 run in 20 of a random seed
+    at the quick size shows none), so a random seed would make this demonstration flaky.
+    The service's own chaos test above keeps its random seed.
+    """
     count, steps = _size()
-    seed = random.randrange(2**32)
     tally = await simulate(NaiveServer(), make_streams(seed, count), steps)
     print(f"seed {seed}: {tally}")
     assert tally.violations > 0, (seed, tally)
