@@ -13,10 +13,11 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from app import bootstrap
 from app.admin_cli import add_admin_parser, run_admin
 from app.api.logs import configure_logging, logging_config
 from app.client.admin import AdminClient
-from app.service.retention import collect_garbage
+from app.domain.outcomes import RetentionPass
 from app.settings import Settings
 from app.storage.migrate import upgrade
 
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         return asyncio.run(_admin(args))
     if args.command == "gc":
-        report = asyncio.run(collect_garbage(settings))
+        report = asyncio.run(_collect_garbage(settings))
         print(json.dumps(dataclasses.asdict(report)))
         return 0
     if args.command == "migrate":
@@ -55,6 +56,15 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("gc", help="run one retention pass now (expire, purge, trim) and exit")
     add_admin_parser(commands)
     return parser
+
+
+async def _collect_garbage(settings: Settings) -> RetentionPass:
+    """One retention pass on `settings.database_url`, with no background task running."""
+    container = bootstrap.build(settings)
+    try:
+        return await container.retention.run_once()
+    finally:
+        await container.close()
 
 
 async def _admin(args: argparse.Namespace) -> int:

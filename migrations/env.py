@@ -13,7 +13,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from app.settings import Settings
-from app.storage.engine import create_engines
+from app.storage.database import Database
 from app.storage.schema import metadata
 
 config = context.config
@@ -39,13 +39,13 @@ def _configure(connection: Connection) -> None:
 
 
 async def _run_online() -> None:
-    engines = create_engines(Settings(database_url=_url()))
+    database = Database(Settings(database_url=_url()))
     try:
-        async with engines.write.connect() as connection:
+        async with database.connect() as connection:
             await connection.run_sync(_configure)
             await connection.commit()
     finally:
-        await engines.dispose()
+        await database.close()
 
 
 def run_migrations_offline() -> None:

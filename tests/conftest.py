@@ -5,17 +5,16 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.api.app import create_app
 from app.settings import Settings
 from app.storage.migrate import upgrade
-from tests.databases import (
+from tests.support.app import app_client, make_settings
+from tests.support.databases import (
     create_postgres_database,
     drop_postgres_database,
     postgres_reachable,
@@ -94,11 +93,6 @@ async def database_url(backend: str, migrated_database: str) -> str:
     return url
 
 
-def make_settings(database_url: str, **overrides: Any) -> Settings:
-    """Settings for a test: the given database, small limits where a test wants them."""
-    return Settings(database_url=database_url, **overrides)
-
-
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     """Default settings on the test's database."""
@@ -110,24 +104,3 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client talking to the app in-process, lifespan included."""
     async with app_client(settings) as http:
         yield http
-
-
-class app_client:
-    """Start the app's lifespan and give an `httpx.AsyncClient` bound to it."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.app = create_app(settings)
-        self._lifespan: Any = None
-        self._client: httpx.AsyncClient | None = None
-
-    async def __aenter__(self) -> httpx.AsyncClient:
-        self._lifespan = self.app.router.lifespan_context(self.app)
-        await self._lifespan.__aenter__()
-        transport = httpx.ASGITransport(app=self.app)
-        self._client = httpx.AsyncClient(transport=transport, base_url="http://eventlog.test")
-        return self._client
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._client is not None
-        await self._client.aclose()
-        await self._lifespan.__aexit__(*exc)

@@ -19,8 +19,8 @@ from app import cli
 from app.admin_cli import run_admin
 from app.cli import _parser, main
 from app.client.admin import AdminClient
-from tests.operators import ADMIN, WRITER_A, KeyedApp, keyed_settings, ok, running_app
-from tests.processes import REPO, free_port
+from tests.support.operators import ADMIN, WRITER_A, KeyedApp, keyed_settings, ok, running_app
+from tests.support.processes import REPO, free_port
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import running_server
+from tests.support.processes import running_server
 
 
 async def test_serve_migrates_the_default_sqlite_file(tmp_path: Path) -> None:

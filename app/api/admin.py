@@ -26,16 +26,13 @@ from app.api.admin_schemas import (
     StreamList,
     VerdictCount,
 )
-from app.api.deps import AdminServiceDep, SettingsDep, get_admin
+from app.api.deps import AdminServiceDep, SettingsDep, get_admin, page_limit
+from app.api.params import After, PageSize, StreamId, Token
 from app.api.problems import problem_responses
-from app.api.schemas import MAX_SEQ, PageResponse
-from app.api.writer import StreamId, Token, to_events, to_generation
+from app.api.schemas import PageResponse
 from app.domain.decision import Reason, Verdict
-from app.domain.ids import STREAM_ID_PATTERN
+from app.domain.ids import STREAM_ID_PATTERN, StreamKey
 from app.service.errors import InvalidRequest
-from app.storage.decisions import DecisionFilter
-from app.storage.inspect import StreamKey, StreamSummary
-from app.storage.records import GenerationRecord
 
 router = APIRouter(
     prefix="/admin/v1",
@@ -46,25 +43,11 @@ router = APIRouter(
 
 MAX_LIST_LIMIT = 1_000
 
-# The contract's decision table, in words, for `explain`.
-CONDITIONS: dict[Reason, str] = {
-    Reason.MALFORMED_ID: "the id is not <token>:<seq>",
-    Reason.UNKNOWN_GENERATION: "no generation has that token (for this tenant)",
-    Reason.CROSS_STREAM: "the token's stream is not the stream asked about",
-    Reason.BEYOND_TAIL: "seq > the generation's tail_seq",
-    Reason.SUPERSEDED: "the generation is not the stream's current one",
-    Reason.TERMINAL: "the generation is terminal (terminal_resume policy)",
-    Reason.EXPIRED: "the generation's events were purged (tombstone kept)",
-    Reason.EVICTED: "seq < head_seq - 1 (events after the id were evicted)",
-    Reason.EVICTION_HOLE: "the retained events in (seq, tail] are not contiguous",
-    Reason.OK: "otherwise",
-}
-
 # NUL is in no stream id or tenant, and PostgreSQL refuses it in text: a 422, not a 500.
 TENANT_PATTERN = r"^[^\x00]{1,64}$"
 PREFIX_PATTERN = r"^[A-Za-z0-9._~:@=+\-]{0,256}$"
 
-Limit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
+ListLimit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
 Tenant = Annotated[str | None, Query(pattern=TENANT_PATTERN, description="Only this tenant's.")]
 TenantQuery = Annotated[
     str | None,
@@ -77,16 +60,19 @@ async def list_streams(
     admin: AdminServiceDep,
     prefix: Annotated[str, Query(pattern=PREFIX_PATTERN)] = "",
     tenant: Tenant = None,
-    limit: Limit = 100,
+    limit: ListLimit = 100,
     cursor: str | None = None,
 ) -> StreamList:
     """Streams of every tenant (ordered by stream id, then tenant), with their current one."""
     rows = await admin.streams(
         prefix=prefix, tenant=tenant, after=_decode_cursor(cursor), limit=limit
     )
+    last = rows[-1] if len(rows) == limit else None
     return StreamList(
-        streams=[_stream(row) for row in rows],
-        next_cursor=_encode_cursor(rows[-1].key) if len(rows) == limit else None,
+        streams=[AdminStream.model_validate(row) for row in rows],
+        next_cursor=None
+        if last is None
+        else _encode_cursor(StreamKey(last.tenant, last.stream_id)),
     )
 
 
@@ -95,14 +81,7 @@ async def get_stream(
     stream_id: StreamId, admin: AdminServiceDep, tenant: TenantQuery = None
 ) -> StreamDetail:
     """The stream and all its generations, tombstones included, in epoch order."""
-    detail = await admin.stream(stream_id, tenant)
-    return StreamDetail(
-        stream_id=detail.key.stream_id,
-        tenant=detail.key.tenant,
-        created_at=detail.created_at,
-        updated_at=detail.updated_at,
-        generations=[to_admin_generation(g) for g in detail.generations],
-    )
+    return StreamDetail.model_validate(await admin.stream(stream_id, tenant))
 
 
 @router.delete("/streams/{stream_id}", responses=problem_responses(404, 409, 422))
@@ -110,16 +89,13 @@ async def purge_stream(
     stream_id: StreamId, admin: AdminServiceDep, tenant: TenantQuery = None
 ) -> PurgeResponse:
     """Purge the stream's events; its tokens stay as tombstones (resume: reset `expired`)."""
-    key, tombstoned, purged = await admin.purge(stream_id, tenant)
-    return PurgeResponse(
-        stream_id=key.stream_id, tenant=key.tenant, tombstoned=tombstoned, purged_events=purged
-    )
+    return PurgeResponse.model_validate(await admin.purge(stream_id, tenant))
 
 
 @router.get("/generations/{generation}", responses=problem_responses(404, 422))
 async def get_generation(generation: Token, admin: AdminServiceDep) -> AdminGeneration:
     """One generation, whatever its tenant."""
-    return to_admin_generation(await admin.generation(generation))
+    return AdminGeneration.model_validate(await admin.generation(generation))
 
 
 @router.get("/generations/{generation}/events", responses=problem_responses(404, 409, 410, 422))
@@ -127,20 +103,12 @@ async def page_events(
     generation: Token,
     admin: AdminServiceDep,
     settings: SettingsDep,
-    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
-    limit: Annotated[int | None, Query(ge=1)] = None,
+    after: After = 0,
+    limit: PageSize = None,
 ) -> PageResponse:
     """A page of the generation's events (410 rather than skip evicted ones)."""
-    chosen = min(limit or settings.default_page_limit, settings.max_page_limit)
-    gen, page = await admin.page(generation, after=after, limit=chosen)
-    return PageResponse(
-        generation=gen.token,
-        events=to_events(gen, page),
-        next_after=page.next_after(gen.tail_seq),
-        head_seq=gen.head_seq,
-        tail_seq=gen.tail_seq,
-        terminal=gen.terminal,
-    )
+    gen, page = await admin.page(generation, after=after, limit=page_limit(limit, settings))
+    return PageResponse.of(gen, page)
 
 
 @router.post(
@@ -150,40 +118,36 @@ async def page_events(
 )
 async def terminate_generation(generation: Token, admin: AdminServiceDep) -> AdminGeneration:
     """Force a stuck generation terminal at its current tail (a no-op when it already is)."""
-    return to_admin_generation(await admin.terminate(generation))
+    return AdminGeneration.model_validate(await admin.terminate(generation))
 
 
 @router.post("/explain", responses=problem_responses(415, 422))
-async def explain(body: ExplainRequest, admin: AdminServiceDep) -> ExplainResponse:
+async def explain(
+    body: ExplainRequest, admin: AdminServiceDep, settings: SettingsDep
+) -> ExplainResponse:
     """The resume decision as a dry run: every check with its outcome; nothing recorded."""
-    result = await admin.explain(body.last_event_id, stream_id=body.stream_id, tenant=body.tenant)
-    decision, delivery = result.decision, result.delivery
-    would_deliver = None
-    if delivery is not None:
-        would_deliver = DeliveryOut(
-            generation=delivery.generation, after=delivery.after, events=delivery.count
-        )
+    result = await admin.explain(
+        body.last_event_id,
+        stream_id=body.stream_id,
+        tenant=body.tenant,
+        limit=settings.default_page_limit,
+    )
+    reading = result.reading
+    decision, delivered, claimed = reading.decision, reading.delivered, reading.claimed
     return ExplainResponse(
         verdict=decision.verdict,
         reason=decision.reason,
         detail=decision.detail,
         last_event_id=body.last_event_id,
         stream_id=body.stream_id,
-        claim=None
-        if decision.claim is None
-        else ClaimOut(token=decision.claim.token, seq=decision.claim.seq),
-        generation=None if result.generation is None else to_admin_generation(result.generation),
-        checks=[
-            CheckOut(
-                row=c.row,
-                condition=CONDITIONS[c.reason],
-                verdict=c.verdict,
-                reason=c.reason,
-                matched=c.matched,
-            )
-            for c in decision.checks
-        ],
-        would_deliver=would_deliver,
+        claim=None if decision.claim is None else ClaimOut.model_validate(decision.claim),
+        generation=None if claimed is None else AdminGeneration.model_validate(claimed),
+        checks=[CheckOut.model_validate(check) for check in decision.checks],
+        would_deliver=None
+        if delivered is None
+        else DeliveryOut(
+            generation=delivered.token, after=result.after, events=result.would_deliver
+        ),
         discard_client_state=decision.verdict is Verdict.RESET,
     )
 
@@ -195,75 +159,29 @@ async def list_decisions(
     verdict: Verdict | None = None,
     reason: Reason | None = None,
     tenant: Tenant = None,
-    limit: Limit = 100,
+    limit: ListLimit = 100,
 ) -> DecisionList:
     """The newest recorded resume decisions, newest first (a bounded audit log)."""
-    where = DecisionFilter(
-        stream_id=stream_id,
-        verdict=None if verdict is None else verdict.value,
-        reason=None if reason is None else reason.value,
-        tenant=tenant,
+    entries = await admin.decisions(
+        stream_id=stream_id, verdict=verdict, reason=reason, tenant=tenant, limit=limit
     )
-    entries = await admin.decisions(where, limit)
-    return DecisionList(
-        decisions=[
-            DecisionOut(
-                decided_at=e.decided_at,
-                tenant=e.tenant,
-                stream_id=e.stream_id,
-                last_event_id=e.last_event_id,
-                verdict=e.verdict,
-                reason=e.reason,
-                generation=e.generation,
-                events=e.events,
-            )
-            for e in entries
-        ]
-    )
+    return DecisionList(decisions=[DecisionOut.model_validate(e) for e in entries])
 
 
 @router.get("/stats")
 async def stats(admin: AdminServiceDep) -> StatsResponse:
     """Streams, generations by state, what is retained, and verdicts by reason."""
     result = await admin.stats()
-    t = result.totals
+    totals = result.totals
     return StatsResponse(
-        streams=t.streams,
-        generations=GenerationCounts(
-            live=t.live, terminal=t.terminal, superseded=t.superseded, expired=t.expired
-        ),
-        retained_events=t.retained_events,
-        retained_bytes=t.retained_bytes,
+        streams=totals.streams,
+        generations=GenerationCounts.model_validate(totals),
+        retained_events=totals.retained_events,
+        retained_bytes=totals.retained_bytes,
         verdicts=[
             VerdictCount(verdict=verdict, reason=reason, count=count)
             for (verdict, reason), count in sorted(result.verdicts.items())
         ],
-    )
-
-
-def to_admin_generation(g: GenerationRecord) -> AdminGeneration:
-    """The operator's view of a generation: the writer's view plus retention and times."""
-    return AdminGeneration(
-        **to_generation(g).model_dump(),
-        tenant=g.tenant,
-        retained_events=g.retained_events,
-        retained_bytes=g.retained_bytes,
-        last_append_at=g.last_append_at,
-        expires_at=g.expires_at,
-        terminal_at=g.terminal_at,
-        superseded_at=g.superseded_at,
-        expired_at=g.expired_at,
-    )
-
-
-def _stream(row: StreamSummary) -> AdminStream:
-    return AdminStream(
-        stream_id=row.key.stream_id,
-        tenant=row.key.tenant,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        generations=row.generations,
-        current=None if row.current is None else to_admin_generation(row.current),
     )
 
 
@@ -282,4 +200,4 @@ def _decode_cursor(cursor: str | None) -> StreamKey | None:
             return StreamKey(tenant, stream_id)
     except (binascii.Error, ValueError, TypeError):
         pass
-    raise InvalidRequest("validation_error", "cursor is not one this service returned")
+    raise InvalidRequest("cursor is not one this service returned")

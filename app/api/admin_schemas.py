@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import Generation
+from app.api.schemas import Generation, RecordView
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import STREAM_ID_PATTERN
 
@@ -25,7 +25,7 @@ class AdminGeneration(Generation):
     expired_at: datetime | None
 
 
-class AdminStream(BaseModel):
+class AdminStream(RecordView):
     """A stream in the listing, with its current generation."""
 
     stream_id: str
@@ -43,7 +43,7 @@ class StreamList(BaseModel):
     next_cursor: str | None
 
 
-class StreamDetail(BaseModel):
+class StreamDetail(RecordView):
     """A stream and every generation it still has (tombstones included), in epoch order."""
 
     stream_id: str
@@ -53,7 +53,7 @@ class StreamDetail(BaseModel):
     generations: list[AdminGeneration]
 
 
-class PurgeResponse(BaseModel):
+class PurgeResponse(RecordView):
     """What a purge did: generations made tombstones and events deleted."""
 
     stream_id: str
@@ -72,7 +72,7 @@ class ExplainRequest(BaseModel):
     tenant: str | None = Field(default=None, pattern=r"^[^\x00]{1,64}$")
 
 
-class CheckOut(BaseModel):
+class CheckOut(RecordView):
     """One row of the decision table as it was evaluated."""
 
     row: int
@@ -82,7 +82,7 @@ class CheckOut(BaseModel):
     matched: bool
 
 
-class ClaimOut(BaseModel):
+class ClaimOut(RecordView):
     """The parsed `Last-Event-ID`."""
 
     token: str
@@ -112,7 +112,7 @@ class ExplainResponse(BaseModel):
     discard_client_state: bool
 
 
-class DecisionOut(BaseModel):
+class DecisionOut(RecordView):
     """One recorded resume decision."""
 
     decided_at: datetime
@@ -131,7 +131,7 @@ class DecisionList(BaseModel):
     decisions: list[DecisionOut]
 
 
-class GenerationCounts(BaseModel):
+class GenerationCounts(RecordView):
     """Generations by state; each is in exactly one (expired, else terminal, else ...)."""
 
     live: int

@@ -14,10 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fastapi import FastAPI, Request
-
-from app.api.problems import ProblemResponse, problem
-from app.service.errors import ServiceRefusal
+from app.api.problems import Forbidden, Unauthenticated
 from app.settings import KeySpec
 
 OPEN_TENANT = "default"
@@ -43,20 +40,6 @@ class Principal:
 
 
 OPEN_PRINCIPAL = Principal(tenant=OPEN_TENANT, scopes=frozenset(Scope))
-
-
-class Unauthenticated(ServiceRefusal):
-    """No key, or a key that is not configured."""
-
-    status = 401
-    code = "unauthorized"
-
-
-class Forbidden(ServiceRefusal):
-    """A valid key without the scope the route needs."""
-
-    status = 403
-    code = "forbidden"
 
 
 def key_digest(key: str) -> bytes:
@@ -109,16 +92,3 @@ def _digest_of(spec: KeySpec) -> bytes:
 
 def _principal_of(spec: KeySpec) -> Principal:
     return Principal(tenant=spec.tenant, scopes=frozenset({Scope(spec.scope)}))
-
-
-def install_auth_handlers(app: FastAPI) -> None:
-    """401 carries `WWW-Authenticate: Bearer`, as RFC 6750 asks."""
-
-    async def unauthenticated(_request: Request, error: Exception) -> ProblemResponse:
-        assert isinstance(error, Unauthenticated)
-        return problem(401, error.code, error.detail, headers=_CHALLENGE)
-
-    app.add_exception_handler(Unauthenticated, unauthenticated)
-
-
-_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcp-eventlog"'}

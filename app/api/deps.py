@@ -1,17 +1,36 @@
-"""Dependencies of the routers, as `Annotated` aliases."""
+"""What the routers depend on, as `Annotated` aliases, all read from one typed `ApiState`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.auth import Keyring, Principal, Scope
+from app.api.metrics import Metrics
+from app.bootstrap import Container
 from app.service.admin import AdminService
+from app.service.errors import InvalidRequest
 from app.service.eventlog import EventLogService
 from app.settings import Settings
-from app.storage.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class ApiState:
+    """Everything a request may need: the service's parts, the keys and the metrics."""
+
+    container: Container
+    keyring: Keyring
+    metrics: Metrics
+
+
+def api_state(request: Request) -> ApiState:
+    """The state `create_app` stored on the application (its one attribute)."""
+    state: ApiState = request.app.state.api
+    return state
+
 
 # Documents the scheme in OpenAPI; `auto_error=False` so that the keyring, not FastAPI,
 # decides between open service, 401 and 403.
@@ -20,32 +39,22 @@ _bearer = HTTPBearer(auto_error=False, description="A key from EVENTLOG_KEYS")
 
 async def get_settings(request: Request) -> Settings:
     """The settings the app was created with."""
-    settings: Settings = request.app.state.settings
-    return settings
-
-
-async def get_store(request: Request) -> Store:
-    """The store built by the lifespan."""
-    store: Store = request.app.state.store
-    return store
+    return api_state(request).container.settings
 
 
 async def get_service(request: Request) -> EventLogService:
-    """The writer use cases built by the lifespan."""
-    service: EventLogService = request.app.state.service
-    return service
+    """The writer use cases."""
+    return api_state(request).container.eventlog
 
 
 async def get_admin_service(request: Request) -> AdminService:
-    """The operator use cases built by the lifespan."""
-    service: AdminService = request.app.state.admin
-    return service
+    """The operator use cases."""
+    return api_state(request).container.admin
 
 
 def _authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
-    keyring: Keyring = request.app.state.keyring
     header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
-    return keyring.authenticate(header)
+    return api_state(request).keyring.authenticate(header)
 
 
 async def get_principal(
@@ -64,8 +73,16 @@ async def get_admin(
     return Keyring.require(_authenticate(request, credentials), Scope.ADMIN)
 
 
+def page_limit(limit: int | None, settings: Settings) -> int:
+    """A page size as asked (default `default_page_limit`); over `max_page_limit` is 422."""
+    if limit is None:
+        return settings.default_page_limit
+    if limit > settings.max_page_limit:
+        raise InvalidRequest(f"limit is over the maximum ({settings.max_page_limit})")
+    return limit
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-StoreDep = Annotated[Store, Depends(get_store)]
 ServiceDep = Annotated[EventLogService, Depends(get_service)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 AdminDep = Annotated[Principal, Depends(get_admin)]

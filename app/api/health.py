@@ -1,19 +1,25 @@
-"""Liveness (`/healthz`) and readiness (`/readyz`)."""
+"""Liveness (`/healthz`), readiness (`/readyz`) and the metrics (`/metrics`)."""
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import generate_latest
 
+from app.api.deps import api_state
 from app.api.problems import problem, problem_responses
 from app.api.schemas import Health
-from app.storage.errors import StorageError
-from app.storage.migrate import head_revision
-from app.storage.readiness import database_revision
+from app.bootstrap import NotReady
 
 router = APIRouter(tags=["health"])
+
+_RETRY = {"Retry-After": "5"}
+_CODES = {
+    NotReady.DATABASE: "database_unavailable",
+    NotReady.SCHEMA: "schema_not_current",
+    NotReady.BACKGROUND: "background_task_down",
+}
 
 
 @router.get("/healthz")
@@ -24,23 +30,16 @@ async def healthz() -> Health:
 
 @router.get("/readyz", response_model=Health, responses=problem_responses(503))
 async def readyz(request: Request) -> Health | Response:
-    """Ready: the database answers and its schema is at the newest migration (else 503)."""
-    head: str | None = request.app.state.head_revision
-    if head is None:
-        # Read once, on first use: the migration scripts are files, not the database.
-        head = request.app.state.head_revision = await asyncio.to_thread(head_revision)
-    try:
-        revision = await database_revision(request.app.state.engines)
-    except StorageError:
-        return problem(503, "database_unavailable", "the database does not answer", headers=_RETRY)
-    if revision != head:
-        return problem(
-            503,
-            "schema_not_current",
-            f"the schema is at {revision or 'nothing'}; the newest migration is {head}",
-            headers=_RETRY,
-        )
-    return Health(status="ok")
+    """Ready: the database answers, its schema is the newest and no background task is down."""
+    unready = await api_state(request).container.unready()
+    if unready is None:
+        return Health(status="ok")
+    why, detail = unready
+    return problem(503, _CODES[why], detail, headers=_RETRY)
 
 
-_RETRY = {"Retry-After": "5"}
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition of this process's metrics."""
+    registry = api_state(request).metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

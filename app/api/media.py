@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from app.service.errors import ServiceRefusal
-
-
-class UnsupportedMediaType(ServiceRefusal):
-    """The body is not declared as JSON."""
-
-    status = 415
-    code = "unsupported_media_type"
+from app.api.problems import UnsupportedMediaType
 
 
 async def require_json_body(request: Request) -> None:

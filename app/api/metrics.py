@@ -8,25 +8,19 @@ series stays bounded whatever the traffic.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
-from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.exposition import generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.domain.append import Refusal
-from app.service.retention import RetentionReport
-from app.storage.records import AppendResult
-
-if TYPE_CHECKING:
-    from app.service.eventlog import ResumeAnswer
+from app.domain.outcomes import Appended, Decided, RetentionPass
+from app.service.observer import Observer
 
 UNMATCHED_ROUTE = "<unmatched>"
 
 
-class Metrics:
-    """The service's counters and histograms, in one registry."""
+class Metrics(Observer):
+    """The service's counters and histograms, in one registry; an observer of the use cases."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -70,18 +64,23 @@ class Metrics:
         self.dropped_decisions = Counter(
             "eventlog_decision_log_dropped", "Audit entries dropped (buffer full)", registry=r
         )
+        self.background_failures = Counter(
+            "eventlog_background_task_failures",
+            "Background tasks that died and were restarted",
+            ["task"],
+            registry=r,
+        )
 
-    def decided(self, tenant: str, last_event_id: str, answer: ResumeAnswer) -> None:
+    def decided(self, decided: Decided) -> None:
         """Count a resume verdict by reason."""
-        decision = answer.decision
-        self.verdicts.labels(decision.verdict.value, decision.reason.value).inc()
+        self.verdicts.labels(decided.verdict.value, decided.reason.value).inc()
 
-    def appended(self, result: AppendResult) -> None:
+    def appended(self, appended: Appended) -> None:
         """Count an accepted batch, its events and what it evicted."""
-        self.appends.labels(str(result.duplicate).lower()).inc()
-        if not result.duplicate:
-            self.appended_events.inc(result.count)
-            self.evicted_events.inc(result.evicted)
+        self.appends.labels(str(appended.duplicate).lower()).inc()
+        if not appended.duplicate:
+            self.appended_events.inc(appended.count)
+            self.evicted_events.inc(appended.evicted)
 
     def refused(self, refusal: Refusal) -> None:
         """Count a refused batch; `superseded` is also a fenced append."""
@@ -89,16 +88,20 @@ class Metrics:
         if refusal is Refusal.SUPERSEDED:
             self.fenced_appends.inc()
 
-    def retention_pass(self, report: RetentionReport) -> None:
+    def retention_ran(self, report: RetentionPass) -> None:
         """Count a retention pass and what it removed."""
         self.retention_runs.labels("ran" if report.ran else "skipped_locked").inc()
         self.expired_generations.labels("ttl").inc(report.expired)
         self.expired_generations.labels("cap").inc(report.capped)
         self.purged_events.inc(report.purged_events)
 
-    def dropped(self, count: int) -> None:
+    def audit_dropped(self, count: int) -> None:
         """Count audit entries dropped because the buffer was full."""
         self.dropped_decisions.inc(count)
+
+    def background_failed(self, task: str) -> None:
+        """Count a background task that died (it is restarted)."""
+        self.background_failures.labels(task).inc()
 
 
 class RequestMetricsMiddleware:
@@ -134,13 +137,3 @@ def route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     return path if isinstance(path, str) else UNMATCHED_ROUTE
-
-
-router = APIRouter(tags=["health"])
-
-
-@router.get("/metrics", response_class=Response)
-async def metrics(request: Request) -> Response:
-    """Prometheus text exposition of this process's metrics."""
-    registry: Metrics = request.app.state.metrics
-    return Response(generate_latest(registry.registry), media_type=CONTENT_TYPE_LATEST)

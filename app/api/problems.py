@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -14,9 +14,22 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.schemas import Problem
-from app.domain.append import Refusal
-from app.service.errors import ServiceRefusal
-from app.storage.errors import AppendRefusedError, NotFound, StorageError, StorageUnavailable
+from app.domain.paging import PageRefusal
+from app.service.errors import (
+    AmbiguousStream,
+    InvalidRequest,
+    Limit,
+    LimitExceeded,
+    PageRefused,
+)
+from app.storage.errors import (
+    AppendRefusedError,
+    NotFound,
+    StorageError,
+    StorageUnavailable,
+    UnknownGeneration,
+    UnknownStream,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +80,48 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
+class Unauthenticated(Exception):
+    """No key, or a key that is not configured."""
+
+
+class Forbidden(Exception):
+    """A valid key without the scope the route needs."""
+
+
+class UnsupportedMediaType(Exception):
+    """The body is not declared as JSON."""
+
+
+# The one error table: every refusal a lower layer raises, as (status, code, headers).
+# Lower layers raise typed errors in the problem's words; only this table speaks HTTP.
+_Rule = Callable[[Any], tuple[int, str]]
+_RETRY = {"Retry-After": "1"}
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcp-eventlog"'}
+_PAGE_STATUS = {
+    PageRefusal.BEYOND_TAIL: 409,
+    PageRefusal.EXPIRED: 410,
+    PageRefusal.EVICTED: 410,
+}
+_LIMIT_CODE = {Limit.BATCH_EVENTS: "batch_too_large", Limit.EVENT_BYTES: "event_too_large"}
+ERROR_TABLE: dict[type[Exception], _Rule] = {
+    UnknownGeneration: lambda _e: (404, "unknown_generation"),
+    UnknownStream: lambda _e: (404, "unknown_stream"),
+    AppendRefusedError: lambda e: (409, e.refusal.value),
+    PageRefused: lambda e: (_PAGE_STATUS[e.refusal], e.refusal.value),
+    LimitExceeded: lambda e: (413, _LIMIT_CODE[e.limit]),
+    InvalidRequest: lambda _e: (422, "validation_error"),
+    AmbiguousStream: lambda _e: (409, "ambiguous_stream"),
+    Unauthenticated: lambda _e: (401, "unauthorized"),
+    Forbidden: lambda _e: (403, "forbidden"),
+    UnsupportedMediaType: lambda _e: (415, "unsupported_media_type"),
+}
+_HEADERS: dict[int, dict[str, str]] = {401: _CHALLENGE}
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Map every exception the API can meet to its problem response."""
-    app.add_exception_handler(NotFound, _not_found)
-    app.add_exception_handler(AppendRefusedError, _append_refused)
-    app.add_exception_handler(ServiceRefusal, _service_refusal)
+    for error_type in ERROR_TABLE:
+        app.add_exception_handler(error_type, _refusal)
     app.add_exception_handler(StorageUnavailable, _unavailable)
     app.add_exception_handler(StorageError, _storage_error)
     app.add_exception_handler(RequestValidationError, _validation)
@@ -79,23 +129,20 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
 
 
-async def _not_found(_request: Request, error: Exception) -> ProblemResponse:
-    assert isinstance(error, NotFound)
-    what = error.code.removeprefix("unknown_")
-    return problem(404, error.code, f"no {what} {error.args[0]!r} here")
+async def _refusal(_request: Request, error: Exception) -> ProblemResponse:
+    rule = next(rule for kind, rule in ERROR_TABLE.items() if isinstance(error, kind))
+    status, code = rule(error)
+    return problem(status, code, _detail(error), headers=_HEADERS.get(status))
 
 
-_APPEND_STATUS = dict.fromkeys(Refusal, 409)
-
-
-async def _append_refused(_request: Request, error: Exception) -> ProblemResponse:
-    assert isinstance(error, AppendRefusedError)
-    return problem(_APPEND_STATUS[error.refusal], error.refusal.value, error.detail)
-
-
-async def _service_refusal(_request: Request, error: Exception) -> ProblemResponse:
-    assert isinstance(error, ServiceRefusal)
-    return problem(error.status, error.code, error.detail)
+def _detail(error: Exception) -> str:
+    detail = getattr(error, "detail", None)
+    if isinstance(detail, str):
+        return detail
+    if isinstance(error, NotFound):
+        what = "generation" if isinstance(error, UnknownGeneration) else "stream"
+        return f"no {what} {error.args[0]!r} here"
+    return str(error)
 
 
 async def _unavailable(_request: Request, error: Exception) -> ProblemResponse:
@@ -104,7 +151,7 @@ async def _unavailable(_request: Request, error: Exception) -> ProblemResponse:
         503,
         "database_unavailable",
         "the database is unavailable; nothing was stored, retry later",
-        headers={"Retry-After": "1"},
+        headers=_RETRY,
     )
 
 

@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.domain.decision import Reason, Verdict
-
-MAX_SEQ = 2**63 - 1
+from app.domain.ids import MAX_SEQ, format_event_id
+from app.service.reading import Reading
+from app.storage.records import AppendResult, EventPage, GenerationRecord
 
 GenerationReason = Literal["initial", "failover", "retry", "reset"]
 
@@ -85,11 +86,17 @@ class ResumeRequest(_Request):
     )
 
 
-class Generation(BaseModel):
+class RecordView(BaseModel):
+    # Responses are built from the storage layer's records by attribute (`model_validate`),
+    # so a field list is written once: here.
+    model_config = ConfigDict(from_attributes=True, validate_by_name=True)
+
+
+class Generation(RecordView):
     """A generation of a stream: its place (epoch), its events' range and its state."""
 
     stream_id: str
-    generation: str = Field(description="The generation token.")
+    generation: str = Field(validation_alias="token", description="The generation token.")
     epoch: int
     reason: str
     producer: str | None
@@ -115,6 +122,22 @@ class AppendResponse(BaseModel):
     terminal: bool
     duplicate: bool
 
+    @classmethod
+    def of(cls, result: AppendResult) -> AppendResponse:
+        """The ids of an accepted (or duplicate) batch and its generation's range after it."""
+        gen = result.generation
+        return cls(
+            generation=gen.token,
+            event_ids=[
+                format_event_id(gen.token, seq)
+                for seq in range(result.first_seq, result.first_seq + result.count)
+            ],
+            head_seq=gen.head_seq,
+            tail_seq=gen.tail_seq,
+            terminal=gen.terminal,
+            duplicate=result.duplicate,
+        )
+
 
 class EventOut(BaseModel):
     """One stored event."""
@@ -124,6 +147,22 @@ class EventOut(BaseModel):
     event: str | None
     data: str
     terminal: bool
+
+    @classmethod
+    def page_of(cls, gen: GenerationRecord, page: EventPage | None) -> list[EventOut]:
+        """The events of a page of `gen`, with their SSE ids."""
+        if page is None:
+            return []
+        return [
+            cls(
+                id=format_event_id(gen.token, e.seq),
+                seq=e.seq,
+                event=e.event,
+                data=e.data,
+                terminal=gen.terminal_seq == e.seq,
+            )
+            for e in page.events
+        ]
 
 
 class ResumeResponse(BaseModel):
@@ -142,6 +181,25 @@ class ResumeResponse(BaseModel):
     head_seq: int | None
     tail_seq: int | None
 
+    @classmethod
+    def of(cls, reading: Reading, last_event_id: str) -> ResumeResponse:
+        """The answer to a resume claim."""
+        decision, gen = reading.decision, reading.delivered
+        return cls(
+            verdict=decision.verdict,
+            reason=decision.reason,
+            detail=decision.detail,
+            stream_id=reading.stream_id,
+            last_event_id=last_event_id,
+            generation=None if gen is None else gen.token,
+            discard_client_state=decision.verdict is Verdict.RESET,
+            events=[] if gen is None else EventOut.page_of(gen, reading.page),
+            next_after=reading.next_after,
+            terminal=False if gen is None else gen.terminal,
+            head_seq=None if gen is None else gen.head_seq,
+            tail_seq=None if gen is None else gen.tail_seq,
+        )
+
 
 class PageResponse(BaseModel):
     """A page of a generation's events; `next_after` is set while more remain."""
@@ -153,8 +211,20 @@ class PageResponse(BaseModel):
     tail_seq: int
     terminal: bool
 
+    @classmethod
+    def of(cls, gen: GenerationRecord, page: EventPage) -> PageResponse:
+        """A page of `gen`'s events."""
+        return cls(
+            generation=gen.token,
+            events=EventOut.page_of(gen, page),
+            next_after=page.next_after(gen.tail_seq),
+            head_seq=gen.head_seq,
+            tail_seq=gen.tail_seq,
+            terminal=gen.terminal,
+        )
 
-class StreamResponse(BaseModel):
+
+class StreamResponse(RecordView):
     """A stream and its current generation."""
 
     stream_id: str

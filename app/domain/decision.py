@@ -64,6 +64,42 @@ class GenerationFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class Row:
+    """One row of the contract's decision table: its place, outcome and condition in words."""
+
+    number: int
+    reason: Reason
+    verdict: Verdict
+    condition: str
+
+
+# The table in words: `explain`, the CLI and the README show these (a test checks the
+# README against them); `_predicates` below says what each row means in code.
+DECISION_TABLE: tuple[Row, ...] = (
+    Row(1, Reason.MALFORMED_ID, Verdict.INVALID, "the id is not `<token>:<seq>`"),
+    Row(
+        2,
+        Reason.UNKNOWN_GENERATION,
+        Verdict.INVALID,
+        "no generation has that token (for this tenant)",
+    ),
+    Row(3, Reason.CROSS_STREAM, Verdict.INVALID, "the token's stream is not the one asked about"),
+    Row(4, Reason.BEYOND_TAIL, Verdict.INVALID, "seq > the generation's tail"),
+    Row(5, Reason.SUPERSEDED, Verdict.RESET, "the generation was superseded"),
+    Row(6, Reason.TERMINAL, Verdict.RESET, "the generation is terminal (`terminal_resume` policy)"),
+    Row(7, Reason.EXPIRED, Verdict.RESET, "the generation's events were purged by its TTL"),
+    Row(8, Reason.EVICTED, Verdict.RESET, "events after the id were evicted (seq < head - 1)"),
+    Row(
+        9,
+        Reason.EVICTION_HOLE,
+        Verdict.RESET,
+        "the retained events after the id are not contiguous",
+    ),
+    Row(10, Reason.OK, Verdict.RESUME, "otherwise"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One row of the decision table as it was evaluated."""
 
@@ -71,6 +107,7 @@ class Check:
     reason: Reason
     verdict: Verdict
     matched: bool
+    condition: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +122,7 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
-class _Row:
-    reason: Reason
-    verdict: Verdict
+class _Predicate:
     applies: Callable[[], bool]
     detail: Callable[[], str]
 
@@ -105,24 +140,25 @@ def decide(
     the stream from the token). `generation` is None when no generation has the token.
     """
     claim = parse_event_id(last_event_id)
-    rows = _table(claim, asked_stream, generation, policy)
+    predicates = _predicates(claim, asked_stream, generation, policy)
     checks: list[Check] = []
-    for number, row in enumerate(rows, start=1):
-        matched = row.applies()
-        checks.append(Check(number, row.reason, row.verdict, matched))
+    for row, predicate in zip(DECISION_TABLE, predicates, strict=True):
+        matched = predicate.applies()
+        checks.append(Check(row.number, row.reason, row.verdict, matched, row.condition))
         if matched:
-            return Decision(row.verdict, row.reason, row.detail(), claim, tuple(checks))
+            return Decision(row.verdict, row.reason, predicate.detail(), claim, tuple(checks))
     raise AssertionError("the last row always matches")  # pragma: no cover
 
 
-def _table(
+def _predicates(
     claim: EventId | None,
     asked: str | None,
     gen: GenerationFacts | None,
     policy: TerminalPolicy,
-) -> tuple[_Row, ...]:
-    # Each predicate runs only after every earlier one returned False, so from row 2 on
-    # `claim` is set and from row 3 on `gen` is set; the asserts say so to the type checker.
+) -> tuple[_Predicate, ...]:
+    # One predicate per row of DECISION_TABLE, in its order. Each runs only after every
+    # earlier one returned False, so from row 2 on `claim` is set and from row 3 on `gen`
+    # is set; the asserts say so to the type checker.
     def c() -> EventId:
         assert claim is not None
         return claim
@@ -139,59 +175,41 @@ def _table(
         return policy is TerminalPolicy.RESET or c().seq >= g().tail_seq
 
     return (
-        _Row(
-            Reason.MALFORMED_ID,
-            Verdict.INVALID,
+        _Predicate(
             lambda: claim is None,
             lambda: "the id is not <token>:<seq> (a URL-safe token, a decimal seq, 300 chars)",
         ),
-        _Row(
-            Reason.UNKNOWN_GENERATION,
-            Verdict.INVALID,
+        _Predicate(
             lambda: gen is None,
             lambda: f"no generation has the token {c().token!r}",
         ),
-        _Row(
-            Reason.CROSS_STREAM,
-            Verdict.INVALID,
+        _Predicate(
             lambda: asked is not None and g().stream_id != asked,
             lambda: "the id belongs to another stream than the one asked about",
         ),
-        _Row(
-            Reason.BEYOND_TAIL,
-            Verdict.INVALID,
+        _Predicate(
             lambda: c().seq > g().tail_seq,
             lambda: f"seq {c().seq} is beyond the tail ({g().tail_seq}): never emitted",
         ),
-        _Row(
-            Reason.SUPERSEDED,
-            Verdict.RESET,
+        _Predicate(
             lambda: not g().current,
             lambda: "the generation was superseded by a newer one; start over",
         ),
-        _Row(
-            Reason.TERMINAL,
-            Verdict.RESET,
+        _Predicate(
             terminal_applies,
             lambda: "the generation is terminal; nothing to resume into",
         ),
-        _Row(
-            Reason.EXPIRED,
-            Verdict.RESET,
+        _Predicate(
             lambda: g().expired,
             lambda: "the generation's events were purged by its TTL",
         ),
-        _Row(
-            Reason.EVICTED,
-            Verdict.RESET,
+        _Predicate(
             lambda: c().seq < g().head_seq - 1,
             lambda: f"events after seq {c().seq} were evicted (head is {g().head_seq})",
         ),
-        _Row(
-            Reason.EVICTION_HOLE,
-            Verdict.RESET,
+        _Predicate(
             lambda: not g().contiguous,
             lambda: "the retained events after the id are not contiguous",
         ),
-        _Row(Reason.OK, Verdict.RESUME, lambda: True, lambda: "resume after the id"),
+        _Predicate(lambda: True, lambda: "resume after the id"),
     )

@@ -11,6 +11,7 @@ STREAM_ID_PATTERN: Final = r"^[A-Za-z0-9._~:@=+\-]{1,256}$"
 TOKEN_PATTERN: Final = r"^[A-Za-z0-9_\-]+$"  # noqa: S105 (a pattern, not a secret)
 MAX_EVENT_ID_LENGTH: Final = 300
 TOKEN_BYTES: Final = 16  # 128 random bits, 22 URL-safe characters
+MAX_SEQ: Final = 2**63 - 1  # seqs are stored as 64-bit signed integers
 
 _EVENT_ID = re.compile(r"([A-Za-z0-9_\-]+):([0-9]+)", re.ASCII)
 _STREAM_ID = re.compile(STREAM_ID_PATTERN, re.ASCII)
@@ -25,6 +26,14 @@ class EventId:
 
     def __str__(self) -> str:
         return f"{self.token}:{self.seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamKey:
+    """A stream across tenants: stream ids are chosen by writers and may repeat per tenant."""
+
+    tenant: str
+    stream_id: str
 
 
 def new_token() -> str:

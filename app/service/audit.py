@@ -13,21 +13,20 @@ Every `invalid` verdict is also logged as a warning: it is a client bug or a spo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from app.domain.append import Refusal
+from sqlalchemy.engine import Connection
+
 from app.domain.decision import Verdict
+from app.domain.outcomes import Decided
 from app.service.clock import Clock, utc_now
-from app.storage.decisions import MAX_LAST_EVENT_ID, DecisionEntry, DecisionStore
+from app.service.observer import Observer
+from app.storage import decisions
+from app.storage.database import Database
+from app.storage.decisions import MAX_LAST_EVENT_ID
 from app.storage.errors import StorageError
-from app.storage.records import AppendResult
-
-if TYPE_CHECKING:
-    from app.service.eventlog import ResumeAnswer
+from app.storage.records import DecisionEntry
 
 log = logging.getLogger(__name__)
 
@@ -38,92 +37,74 @@ BUFFER_LIMIT = 20_000
 _LOGGED_CLAIM = 80
 
 
-class DecisionAudit:
+class DecisionAudit(Observer):
     """Buffers resume decisions and writes them to the `decisions` table in batches."""
 
     def __init__(
         self,
-        store: DecisionStore,
+        database: Database,
         *,
         enabled: bool = True,
         buffer_limit: int = BUFFER_LIMIT,
         clock: Clock = utc_now,
-        on_dropped: Callable[[int], None] = lambda _n: None,
+        observer: Observer | None = None,
     ) -> None:
-        self._store = store
-        self._enabled = enabled
+        self._database = database
+        self.enabled = enabled
         self._buffer_limit = buffer_limit
         self._clock = clock
-        self._on_dropped = on_dropped
+        self._observer = observer or Observer()
         self._buffer: deque[DecisionEntry] = deque()
         self._flushing = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
 
-    def decided(self, tenant: str, last_event_id: str, answer: ResumeAnswer) -> None:
+    def decided(self, decided: Decided) -> None:
         """Record one decision (a buffer append: no I/O on the resume path)."""
-        decision = answer.decision
-        if decision.verdict is Verdict.INVALID:
+        if decided.verdict is Verdict.INVALID:
             # The claim is the client's own input: logged only as a repr, and cut short.
             log.warning(
                 "invalid resume claim: reason=%s tenant=%s stream=%s last_event_id=%r",
-                decision.reason.value,
-                tenant,
-                answer.stream_id,
-                last_event_id[:_LOGGED_CLAIM],
+                decided.reason.value,
+                decided.tenant,
+                decided.stream_id,
+                decided.last_event_id[:_LOGGED_CLAIM],
             )
-        if not self._enabled:
+        if not self.enabled:
             return
         if len(self._buffer) >= self._buffer_limit:
             self._buffer.popleft()
-            self._on_dropped(1)
+            self._observer.audit_dropped(1)
         self._buffer.append(
             DecisionEntry(
                 decided_at=self._clock(),
-                tenant=tenant,
-                stream_id=answer.stream_id,
+                tenant=decided.tenant,
+                stream_id=decided.stream_id,
                 # Cut here, not at insert: a buffered entry must not hold a 16 MB claim.
-                last_event_id=last_event_id[:MAX_LAST_EVENT_ID],
-                verdict=decision.verdict.value,
-                reason=decision.reason.value,
-                generation=None if answer.generation is None else answer.generation.token,
-                events=0 if answer.page is None else len(answer.page.events),
+                last_event_id=decided.last_event_id[:MAX_LAST_EVENT_ID],
+                verdict=decided.verdict.value,
+                reason=decided.reason.value,
+                generation=decided.generation,
+                events=decided.delivered,
             )
         )
-
-    def appended(self, result: AppendResult) -> None:
-        """Appends are not audited."""
-
-    def refused(self, refusal: Refusal) -> None:
-        """Refused appends are not audited."""
 
     async def flush(self) -> None:
         """Write everything buffered so far (the admin API calls it before reading)."""
         async with self._flushing:
             while self._buffer:
                 batch = [self._buffer.popleft() for _ in range(min(FLUSH_BATCH, len(self._buffer)))]
+
+                def record(conn: Connection, batch: list[DecisionEntry] = batch) -> None:
+                    decisions.record(conn, batch)
+
                 try:
-                    await self._store.record(batch)
+                    await self._database.write(record, weight=len(batch))
                 except StorageError:
                     # Put the batch back (oldest first) and let the next flush retry it.
                     self._buffer.extendleft(reversed(batch))
                     raise
 
-    def start(self) -> None:
-        """Start the background flusher."""
-        if self._enabled and self._task is None:
-            self._task = asyncio.create_task(self._run(), name="decision-audit-flusher")
-
-    async def stop(self) -> None:
-        """Stop the flusher and write what is left."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        with contextlib.suppress(StorageError):
-            await self.flush()
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """Flush every `FLUSH_INTERVAL_SECONDS`, for ever (a background task)."""
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_SECONDS)
             try:

@@ -1,13 +1,15 @@
-"""Refusals raised by the use cases (mapped to problem+json by the API)."""
+"""Refusals raised by the use cases. They say what went wrong in the problem's words; the
+API's error table (`app/api/problems.py`) decides the HTTP status and problem `code`."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+from app.domain.paging import PageRefusal
+
 
 class ServiceRefusal(Exception):
-    """A request the service refuses, with its HTTP status and stable problem `code`."""
-
-    status = 400
-    code = "bad_request"
+    """A request the service refuses; `detail` says why, for a human."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -17,27 +19,29 @@ class ServiceRefusal(Exception):
 class PageRefused(ServiceRefusal):
     """A page of events cannot be served without skipping events (or is beyond the tail)."""
 
-    def __init__(self, code: str, status: int, detail: str) -> None:
+    def __init__(self, refusal: PageRefusal, detail: str) -> None:
         super().__init__(detail)
-        self.code = code
-        self.status = status
+        self.refusal = refusal
+
+
+class Limit(StrEnum):
+    """Which configured limit a request is over."""
+
+    BATCH_EVENTS = "batch_events"
+    EVENT_BYTES = "event_bytes"
 
 
 class LimitExceeded(ServiceRefusal):
     """An event or a batch is over the configured limits."""
 
-    status = 413
-
-    def __init__(self, code: str, detail: str) -> None:
+    def __init__(self, limit: Limit, detail: str) -> None:
         super().__init__(detail)
-        self.code = code
+        self.limit = limit
 
 
 class InvalidRequest(ServiceRefusal):
-    """The request is well-formed JSON but breaks a rule of the contract."""
+    """The request is well-formed but breaks a rule of the contract (a value over a limit)."""
 
-    status = 422
 
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
+class AmbiguousStream(ServiceRefusal):
+    """A stream id that several tenants use, asked about without saying which tenant."""

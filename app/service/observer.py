@@ -1,4 +1,4 @@
-"""What the writer use cases report as they run: decisions, appends, refused appends.
+"""What the use cases report as they run: decisions, appends, refusals, retention passes.
 
 The audit log, the metrics and the warning log all listen here, so the resume path calls
 one cheap, synchronous hook and knows nothing about any of them. An observer must not
@@ -8,45 +8,59 @@ block and must not raise: it runs inside a request.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
 
 from app.domain.append import Refusal
-from app.storage.records import AppendResult
-
-if TYPE_CHECKING:  # the service module imports this one
-    from app.service.eventlog import ResumeAnswer
+from app.domain.outcomes import Appended, Decided, RetentionPass
 
 
-class EventLogObserver(Protocol):
-    """A listener to the writer use cases."""
+class Observer:
+    """A listener to the use cases; every hook does nothing unless overridden."""
 
-    def decided(self, tenant: str, last_event_id: str, answer: ResumeAnswer) -> None:
+    def decided(self, decided: Decided) -> None:
         """A resume claim was decided (and its answer is about to be returned)."""
 
-    def appended(self, result: AppendResult) -> None:
+    def appended(self, appended: Appended) -> None:
         """A batch was stored, or recognised as a duplicate."""
 
     def refused(self, refusal: Refusal) -> None:
         """An append was refused (`superseded` is a fenced, stale producer)."""
 
+    def retention_ran(self, report: RetentionPass) -> None:
+        """A retention pass ended (or was skipped: another replica held the lock)."""
 
-class Observers:
+    def audit_dropped(self, count: int) -> None:
+        """Audit entries were dropped (buffer full, or an entry the database refused)."""
+
+    def background_failed(self, task: str) -> None:
+        """A background task died of an unexpected error (it is restarted)."""
+
+
+class Observers(Observer):
     """Several observers as one, called in order."""
 
-    def __init__(self, observers: Iterable[EventLogObserver] = ()) -> None:
+    def __init__(self, observers: Iterable[Observer] = ()) -> None:
         self._observers = tuple(observers)
 
-    def decided(self, tenant: str, last_event_id: str, answer: ResumeAnswer) -> None:
-        """Tell every observer about a decision."""
+    def decided(self, decided: Decided) -> None:
         for observer in self._observers:
-            observer.decided(tenant, last_event_id, answer)
+            observer.decided(decided)
 
-    def appended(self, result: AppendResult) -> None:
-        """Tell every observer about an append."""
+    def appended(self, appended: Appended) -> None:
         for observer in self._observers:
-            observer.appended(result)
+            observer.appended(appended)
 
     def refused(self, refusal: Refusal) -> None:
-        """Tell every observer about a refused append."""
         for observer in self._observers:
             observer.refused(refusal)
+
+    def retention_ran(self, report: RetentionPass) -> None:
+        for observer in self._observers:
+            observer.retention_ran(report)
+
+    def audit_dropped(self, count: int) -> None:
+        for observer in self._observers:
+            observer.audit_dropped(count)
+
+    def background_failed(self, task: str) -> None:
+        for observer in self._observers:
+            observer.background_failed(task)

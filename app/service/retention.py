@@ -10,41 +10,33 @@ One pass, in small batches (each its own short transaction):
 5. the decision audit log is trimmed to its count and age.
 
 On PostgreSQL a pass holds an advisory lock, so several replicas never run it at once;
-a replica that finds the lock taken skips its turn.
+a replica that finds the lock taken skips its turn. An operator's purge of one stream
+tombstones and deletes the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 
+from sqlalchemy.engine import Connection
+
+from app.domain.ids import StreamKey
+from app.domain.outcomes import RetentionPass
 from app.service.clock import Clock, utc_now
+from app.service.observer import Observer
 from app.settings import Settings
-from app.storage.decisions import DecisionStore
-from app.storage.engine import create_engines
+from app.storage import decisions, events, retention
+from app.storage.database import Database
 from app.storage.errors import StorageError
-from app.storage.purge import Tombstoned
-from app.storage.retention import RetentionStore
-from app.storage.writer import writer_for
+from app.storage.records import Tombstoned
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class RetentionReport:
-    """What one pass did; `ran` is False when another replica held the lock."""
-
-    ran: bool
-    expired: int = 0
-    capped: int = 0
-    purged_events: int = 0
-    deleted_tombstones: int = 0
-    deleted_streams: int = 0
-    trimmed_decisions: int = 0
+_PURGE_BATCH = 500
 
 
 class RetentionWorker:
@@ -52,78 +44,26 @@ class RetentionWorker:
 
     def __init__(
         self,
-        store: RetentionStore,
-        decisions: DecisionStore,
+        database: Database,
         settings: Settings,
         *,
+        observer: Observer | None = None,
         clock: Clock = utc_now,
-        on_pass: Callable[[RetentionReport], None] = lambda _r: None,
     ) -> None:
-        self._store = store
-        self._decisions = decisions
+        self._database = database
         self._settings = settings
+        self._observer = observer or Observer()
         self._clock = clock
-        self._on_pass = on_pass
-        self._task: asyncio.Task[None] | None = None
 
-    async def run_once(self) -> RetentionReport:
+    async def run_once(self) -> RetentionPass:
         """One full pass (every batch until nothing is due), or a skip if locked elsewhere."""
-        async with self._store.exclusive() as locked:
-            report = await self._pass() if locked else RetentionReport(ran=False)
-        self._on_pass(report)
+        async with self._database.exclusive(retention.RETENTION_LOCK_KEY) as locked:
+            report = await self._pass() if locked else RetentionPass(ran=False)
+        self._observer.retention_ran(report)
         return report
 
-    async def _pass(self) -> RetentionReport:
-        s, now = self._settings, self._clock()
-        batch = s.retention_batch_size
-        expired = await self._drain_tombstoning(lambda: self._store.expire_due(now, batch))
-        capped = await self._drain_tombstoning(
-            lambda: self._store.cap_generations(s.max_generations_per_stream, now, batch)
-        )
-        cutoff = now - timedelta(seconds=s.tombstone_ttl_seconds)
-        tombstones = await _drain(lambda: self._store.delete_tombstones(cutoff, batch))
-        empty = await _drain(lambda: self._store.delete_empty_streams(cutoff, batch))
-        trimmed = await _drain(
-            lambda: self._decisions.trim(
-                older_than=now - timedelta(seconds=s.decision_log_max_age_seconds),
-                keep=s.decision_log_max_rows,
-                limit=batch * 10,
-            )
-        )
-        return RetentionReport(
-            ran=True,
-            expired=expired[0],
-            capped=capped[0],
-            purged_events=expired[1] + capped[1],
-            deleted_tombstones=tombstones,
-            deleted_streams=empty,
-            trimmed_decisions=trimmed,
-        )
-
-    async def _drain_tombstoning(
-        self, mark: Callable[[], Awaitable[list[Tombstoned]]]
-    ) -> tuple[int, int]:
-        generations = events = 0
-        while marked := await mark():
-            generations += len(marked)
-            events += await self._store.delete_events(marked)
-            await asyncio.sleep(0)  # let requests in between batches
-        return generations, events
-
-    def start(self) -> None:
-        """Run a pass every `retention_interval_seconds` in the background (0: never)."""
-        if self._settings.retention_interval_seconds > 0 and self._task is None:
-            self._task = asyncio.create_task(self._run(), name="retention-worker")
-
-    async def stop(self) -> None:
-        """Stop the background passes (a pass in progress is cancelled between statements)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """A pass every `retention_interval_seconds`, for ever (a background task)."""
         while True:
             await asyncio.sleep(self._settings.retention_interval_seconds)
             try:
@@ -140,24 +80,67 @@ class RetentionWorker:
                     report.deleted_tombstones,
                 )
 
+    async def purge_stream(self, key: StreamKey) -> tuple[int, int]:
+        """Tombstone every generation of one stream and delete its events.
 
-async def _drain(step: Callable[[], Awaitable[int]]) -> int:
-    total = 0
-    while count := await step():
-        total += count
-        await asyncio.sleep(0)
-    return total
+        Returns (generations tombstoned now, events deleted).
+        """
+        now = self._clock()
 
+        def mark(conn: Connection) -> list[Tombstoned]:
+            return retention.tombstone_stream(conn, key, now, _PURGE_BATCH)
 
-async def collect_garbage(settings: Settings) -> RetentionReport:
-    """One retention pass on `settings.database_url` (`mcp-eventlog gc`)."""
-    engines = create_engines(settings)
-    writer = writer_for(engines.write)
-    try:
-        worker = RetentionWorker(
-            RetentionStore(engines, writer), DecisionStore(engines, writer), settings
+        return await self._tombstone(mark, _PURGE_BATCH)
+
+    async def _pass(self) -> RetentionPass:
+        s, now = self._settings, self._clock()
+        batch = s.retention_batch_size
+
+        def expire(conn: Connection) -> list[Tombstoned]:
+            return retention.expire_due(conn, now, batch)
+
+        def cap(conn: Connection) -> list[Tombstoned]:
+            return retention.cap_generations(conn, s.max_generations_per_stream, now, batch)
+
+        expired = await self._tombstone(expire, batch)
+        capped = await self._tombstone(cap, batch)
+        cutoff = now - timedelta(seconds=s.tombstone_ttl_seconds)
+        oldest = now - timedelta(seconds=s.decision_log_max_age_seconds)
+        return RetentionPass(
+            ran=True,
+            expired=expired[0],
+            capped=capped[0],
+            purged_events=expired[1] + capped[1],
+            deleted_tombstones=await self._drain(
+                lambda conn: retention.delete_tombstones(conn, cutoff, batch), batch
+            ),
+            deleted_streams=await self._drain(
+                lambda conn: retention.delete_empty_streams(conn, cutoff, batch), batch
+            ),
+            trimmed_decisions=await self._drain(
+                lambda conn: decisions.trim(
+                    conn, older_than=oldest, keep=s.decision_log_max_rows, limit=batch * 10
+                ),
+                batch * 10,
+            ),
         )
-        return await worker.run_once()
-    finally:
-        await writer.close()
-        await engines.dispose()
+
+    async def _tombstone(
+        self, mark: Callable[[Connection], list[Tombstoned]], weight: int
+    ) -> tuple[int, int]:
+        """Mark batches until none is left, deleting each batch's events; (marked, deleted)."""
+        marked = deleted = 0
+        while tombstones := await self._database.write(mark, weight=weight):
+            marked += len(tombstones)
+            for tomb in tombstones:
+                deleted += await self._drain(
+                    partial(events.delete_chunk, tomb=tomb), events.DELETE_CHUNK
+                )
+        return marked, deleted
+
+    async def _drain(self, step: Callable[[Connection], int], weight: int) -> int:
+        total = 0
+        while count := await self._database.write(step, weight=weight):
+            total += count
+            await asyncio.sleep(0)  # let requests in between batches
+        return total

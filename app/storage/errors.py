@@ -19,21 +19,15 @@ class StorageUnavailable(StorageError):
 
 
 class NotFound(Exception):
-    """A lookup found nothing (for this tenant)."""
-
-    code = "not_found"
+    """A lookup found nothing (for this tenant); `args[0]` is what was looked up."""
 
 
 class UnknownGeneration(NotFound):
     """No generation has that token for this tenant."""
 
-    code = "unknown_generation"
-
 
 class UnknownStream(NotFound):
     """No stream has that id for this tenant."""
-
-    code = "unknown_stream"
 
 
 class AppendRefusedError(Exception):

@@ -1,54 +1,246 @@
-"""Reading a generation row: the columns, the query by token, the record it becomes."""
+"""Streams and their generations: one query per question, used by every caller.
+
+Every function takes a synchronous `Connection` and runs inside the caller's transaction
+(`Database.read` / `Database.write` run it, on either database); none commits. Queries that
+a writer and an operator both ask take a `tenant` option: a writer sees only its tenant's
+rows, an operator (tenant None) every tenant's.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import RowMapping, Select, select
+from sqlalchemy import Select, case, func, insert, select, tuple_, update
+from sqlalchemy.engine import Connection
 
-from app.storage.records import GenerationRecord
+from app.domain.ids import StreamKey, new_token
+from app.storage.dialect import dialect_of
+from app.storage.errors import UnknownGeneration
+from app.storage.records import GenerationRecord, StreamRecord, Totals
 from app.storage.schema import generations, streams
 
-GENERATION_COLUMNS = (
-    generations,
-    streams.c.stream_id,
-    streams.c.tenant,
-)
+
+@dataclass(frozen=True, slots=True)
+class NewGeneration:
+    """What a writer asks for when it opens a generation."""
+
+    reason: str | None
+    producer: str | None
+    max_events: int
+    ttl_seconds: int
 
 
-def select_generation(tenant: str, *, token: str) -> Select[Any]:
-    """The generation with `token`, if its stream belongs to `tenant`."""
-    return (
-        select(*GENERATION_COLUMNS)
-        .join(streams, streams.c.id == generations.c.stream_pk)
-        .where(generations.c.token == token, streams.c.tenant == tenant)
+def _select() -> Select[Any]:
+    return select(generations, streams.c.stream_id, streams.c.tenant).join(
+        streams, streams.c.id == generations.c.stream_pk
     )
 
 
-def to_generation(row: RowMapping) -> GenerationRecord:
-    """A generation row (joined with its stream's id and tenant) as a record."""
-    return GenerationRecord(
-        pk=row["id"],
-        token=row["token"],
-        stream_pk=row["stream_pk"],
-        stream_id=row["stream_id"],
-        tenant=row["tenant"],
-        epoch=row["epoch"],
-        reason=row["reason"],
-        producer=row["producer"],
-        head_seq=row["head_seq"],
-        tail_seq=row["tail_seq"],
-        retained_events=row["retained_events"],
-        retained_bytes=row["retained_bytes"],
-        terminal=row["terminal"],
-        terminal_seq=row["terminal_seq"],
-        max_events=row["max_events"],
-        ttl_seconds=row["ttl_seconds"],
-        supersedes=row["supersedes"],
-        created_at=row["created_at"],
-        last_append_at=row["last_append_at"],
-        expires_at=row["expires_at"],
-        terminal_at=row["terminal_at"],
-        superseded_at=row["superseded_at"],
-        expired_at=row["expired_at"],
+def find(
+    conn: Connection, token: str, *, tenant: str | None = None, lock: bool = False
+) -> GenerationRecord | None:
+    """The generation with `token` (within `tenant`, if given), or None.
+
+    `lock` takes the generation's row lock for the rest of the transaction (PostgreSQL):
+    appends to one generation serialise on it. On SQLite the write transaction already
+    holds the database lock and `FOR UPDATE` renders as nothing.
+    """
+    query = _select().where(generations.c.token == token)
+    if tenant is not None:
+        query = query.where(streams.c.tenant == tenant)
+    if lock:
+        query = query.with_for_update(of=generations)
+    row = conn.execute(query).one_or_none()
+    return None if row is None else GenerationRecord.from_row(row._mapping)
+
+
+def get(
+    conn: Connection, token: str, *, tenant: str | None = None, lock: bool = False
+) -> GenerationRecord:
+    """As `find`, but a missing generation is `UnknownGeneration`."""
+    gen = find(conn, token, tenant=tenant, lock=lock)
+    if gen is None:
+        raise UnknownGeneration(token)
+    return gen
+
+
+def current_of(conn: Connection, stream_pks: list[int]) -> dict[int, GenerationRecord]:
+    """The current generation (the newest epoch) of each of these streams that has one."""
+    if not stream_pks:
+        return {}
+    query = _select().where(
+        streams.c.id.in_(stream_pks), generations.c.epoch == streams.c.last_epoch
     )
+    return {row.stream_pk: GenerationRecord.from_row(row._mapping) for row in conn.execute(query)}
+
+
+def of_stream(conn: Connection, key: StreamKey) -> list[GenerationRecord]:
+    """Every generation the stream still has (tombstones included), in epoch order."""
+    query = (
+        _select()
+        .where(streams.c.tenant == key.tenant, streams.c.stream_id == key.stream_id)
+        .order_by(generations.c.epoch)
+    )
+    return [GenerationRecord.from_row(row._mapping) for row in conn.execute(query)]
+
+
+def stream(conn: Connection, key: StreamKey) -> StreamRecord | None:
+    """A stream with its current generation, or None."""
+    found = list_streams(conn, exact=key)
+    return found[0] if found else None
+
+
+def list_streams(
+    conn: Connection,
+    *,
+    exact: StreamKey | None = None,
+    prefix: str = "",
+    tenant: str | None = None,
+    after: StreamKey | None = None,
+    limit: int | None = None,
+) -> list[StreamRecord]:
+    """Streams ordered by (stream_id, tenant), with their current generations."""
+    query = select(streams).order_by(streams.c.stream_id, streams.c.tenant).limit(limit)
+    if exact is not None:
+        query = query.where(
+            streams.c.tenant == exact.tenant, streams.c.stream_id == exact.stream_id
+        )
+    if prefix:
+        query = query.where(streams.c.stream_id.startswith(prefix, autoescape=True))
+    if tenant is not None:
+        query = query.where(streams.c.tenant == tenant)
+    if after is not None:
+        position = tuple_(streams.c.stream_id, streams.c.tenant)
+        query = query.where(position > tuple_(after.stream_id, after.tenant))
+    rows = conn.execute(query).all()
+    current = current_of(conn, [row.id for row in rows])
+    return [
+        StreamRecord(
+            stream_id=row.stream_id,
+            tenant=row.tenant,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            generations=row.last_epoch,
+            current=current.get(row.id),
+        )
+        for row in rows
+    ]
+
+
+def tenants_of(conn: Connection, stream_id: str) -> list[str]:
+    """The tenants that have a stream with this id."""
+    query = select(streams.c.tenant).where(streams.c.stream_id == stream_id)
+    return list(conn.execute(query.order_by(streams.c.tenant)).scalars())
+
+
+def totals(conn: Connection) -> Totals:
+    """Streams, generations by state, and what is retained, across every tenant."""
+    g = generations.c
+    state = case(
+        (g.expired_at.is_not(None), "expired"),
+        (g.terminal, "terminal"),
+        (g.superseded_at.is_not(None), "superseded"),
+        else_="live",
+    )
+    stream_count = conn.execute(select(func.count()).select_from(streams)).scalar()
+    by_state = {
+        row[0]: int(row[1]) for row in conn.execute(select(state, func.count()).group_by(state))
+    }
+    sums = conn.execute(
+        select(
+            func.coalesce(func.sum(g.retained_events), 0),
+            func.coalesce(func.sum(g.retained_bytes), 0),
+        )
+    ).one()
+    return Totals(
+        streams=int(stream_count or 0),
+        live=by_state.get("live", 0),
+        terminal=by_state.get("terminal", 0),
+        superseded=by_state.get("superseded", 0),
+        expired=by_state.get("expired", 0),
+        retained_events=int(sums[0]),
+        retained_bytes=int(sums[1]),
+    )
+
+
+def open_generation(
+    conn: Connection, key: StreamKey, request: NewGeneration, now: datetime
+) -> GenerationRecord:
+    """Create the stream if needed, supersede its current generation, open a new one."""
+    conn.execute(
+        dialect_of(conn)
+        .insert_ignore(streams, (streams.c.tenant, streams.c.stream_id))
+        .values(
+            tenant=key.tenant,
+            stream_id=key.stream_id,
+            last_epoch=0,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    # The stream row's lock serialises opens: epochs stay distinct, one is current.
+    row = conn.execute(
+        select(streams.c.id, streams.c.last_epoch)
+        .where(streams.c.tenant == key.tenant, streams.c.stream_id == key.stream_id)
+        .with_for_update()
+    ).one()
+    epoch = row.last_epoch + 1
+    previous = _supersede(conn, row.id, row.last_epoch, now)
+    token = new_token()
+    conn.execute(
+        insert(generations).values(
+            token=token,
+            stream_pk=row.id,
+            epoch=epoch,
+            reason=request.reason or ("initial" if epoch == 1 else "reset"),
+            producer=request.producer,
+            head_seq=1,
+            tail_seq=0,
+            retained_events=0,
+            retained_bytes=0,
+            terminal=False,
+            terminal_seq=None,
+            max_events=request.max_events,
+            ttl_seconds=request.ttl_seconds,
+            supersedes=previous,
+            created_at=now,
+            last_append_at=now,
+            expires_at=now + timedelta(seconds=request.ttl_seconds),
+        )
+    )
+    conn.execute(
+        update(streams).where(streams.c.id == row.id).values(last_epoch=epoch, updated_at=now)
+    )
+    return get(conn, token)
+
+
+def _supersede(conn: Connection, stream_pk: int, epoch: int, now: datetime) -> str | None:
+    if epoch == 0:
+        return None
+    result = conn.execute(
+        update(generations)
+        .where(generations.c.stream_pk == stream_pk, generations.c.epoch == epoch)
+        .values(superseded_at=now)
+        .returning(generations.c.token)
+    )
+    token: str | None = result.scalar_one_or_none()
+    return token
+
+
+def update_generation(conn: Connection, pk: int, values: dict[str, Any]) -> None:
+    """Write new values into one generation's row (its caller holds the row's lock)."""
+    conn.execute(update(generations).where(generations.c.id == pk).values(**values))
+
+
+def terminate(conn: Connection, token: str, now: datetime) -> GenerationRecord:
+    """Make a generation terminal at its current tail (unchanged if it already is)."""
+    # `UnknownGeneration` is raised before anything is written (a group's refusal).
+    gen = get(conn, token, lock=True)
+    if gen.terminal:
+        return gen
+    update_generation(
+        conn, gen.pk, {"terminal": True, "terminal_seq": gen.tail_seq, "terminal_at": now}
+    )
+    return get(conn, token)

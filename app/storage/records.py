@@ -1,9 +1,15 @@
-"""What the store returns: plain, immutable records (no rows or sessions leak out)."""
+"""What the store returns: plain, immutable records (no rows or sessions leak out).
+
+Their field names are the ones the API shows, so response models are built from them
+(`from_attributes`) instead of copying field lists by hand.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
+
+from sqlalchemy import RowMapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +40,20 @@ class GenerationRecord:
     superseded_at: datetime | None
     expired_at: datetime | None
 
+    @classmethod
+    def from_row(cls, row: RowMapping) -> GenerationRecord:
+        """A `generations` row joined with its stream's `stream_id` and `tenant`."""
+        return cls(**{f.name: row["id" if f.name == "pk" else f.name] for f in _GENERATION_FIELDS})
+
     @property
     def current(self) -> bool:
         """Whether this is its stream's current generation (not superseded)."""
         return self.superseded_at is None
+
+    @property
+    def superseded(self) -> bool:
+        """Whether a newer generation of its stream fenced this one."""
+        return self.superseded_at is not None
 
     @property
     def expired(self) -> bool:
@@ -48,6 +64,14 @@ class GenerationRecord:
     def contiguous(self) -> bool:
         """Whether the retained events are exactly the run head..tail (no hole)."""
         return self.retained_events == self.tail_seq - self.head_seq + 1
+
+    @property
+    def fully_retained(self) -> bool:
+        """Whether every event from seq 1 is still there: a client can start over with it."""
+        return self.head_seq == 1 and not self.expired and self.contiguous
+
+
+_GENERATION_FIELDS = fields(GenerationRecord)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +114,7 @@ class AppendResult:
 
 @dataclass(frozen=True, slots=True)
 class StreamRecord:
-    """A stream and its current generation."""
+    """A stream and its current generation (`generations`: how many it has opened)."""
 
     stream_id: str
     tenant: str
@@ -98,3 +122,38 @@ class StreamRecord:
     updated_at: datetime
     generations: int
     current: GenerationRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Counts across the whole log (each generation is in exactly one state)."""
+
+    streams: int
+    live: int
+    terminal: int
+    superseded: int
+    expired: int
+    retained_events: int
+    retained_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstoned:
+    """A generation just marked expired: its pk and the tail its events end at."""
+
+    pk: int
+    tail_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionEntry:
+    """One resume decision as the audit log keeps it (never any event data)."""
+
+    decided_at: datetime
+    tenant: str
+    stream_id: str | None
+    last_event_id: str
+    verdict: str
+    reason: str
+    generation: str | None
+    events: int

@@ -1,122 +1,113 @@
-"""The retention worker's SQL: expire by TTL, cap generations per stream, drop old tombstones.
+"""Retention's SQL: tombstones (by TTL, by a per-stream cap, by an operator's purge), the
+deletion of their events, old tombstones and empty streams.
 
-Every operation takes one small batch in its own transaction; the service loops over them.
-On PostgreSQL one advisory lock makes the whole pass exclusive across replicas.
+A tombstone is a generation whose events are gone but whose row stays: `expired_at` is set,
+`head_seq = tail_seq + 1` and nothing is retained, so a resume is answered `reset`/`expired`
+(not `invalid`/`unknown_generation`) for as long as the tombstone is kept.
+
+Each function is one small batch inside the caller's transaction (the service loops over
+them, one short transaction each), so no lock is held for long whatever the size of a
+generation. Only seqs up to the tail at marking time are deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import datetime
-from functools import partial
 
-from sqlalchemy import delete, exists, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, delete, exists, select, update
+from sqlalchemy.engine import Connection
 
-from app.storage.engine import Engines
-from app.storage.errors import translated_errors
-from app.storage.purge import Tombstoned, delete_events, mark_expired
+from app.domain.ids import StreamKey
+from app.storage.records import Tombstoned
 from app.storage.schema import generations, streams
-from app.storage.writer import Writer
 
 # An arbitrary constant that names "the retention pass" among the database's advisory locks.
 RETENTION_LOCK_KEY = 0x6576_6C6F_6772_6574  # "evlogret"
 
 
-class RetentionStore:
-    """Batches of retention work, each one short transaction."""
+def _mark_expired(
+    conn: Connection, condition: ColumnElement[bool], now: datetime, limit: int
+) -> list[Tombstoned]:
+    """Mark up to `limit` live generations matching `condition` as tombstones.
 
-    def __init__(self, engines: Engines, writer: Writer) -> None:
-        self._engines = engines
-        self._writer = writer
-
-    @asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[bool]:
-        """Hold the retention lock for a pass; yields False when another process holds it.
-
-        PostgreSQL: a session-level advisory lock on a connection kept for the pass (it is
-        released if that connection dies). SQLite serves one machine and serialises every
-        write on its database lock, so there the pass is simply allowed.
-        """
-        if self._engines.base.dialect.name != "postgresql":
-            yield True
-            return
-        with translated_errors():
-            async with self._engines.base.connect() as conn:
-                locked = bool(
-                    (
-                        await conn.execute(
-                            text("SELECT pg_try_advisory_lock(:key)"), {"key": RETENTION_LOCK_KEY}
-                        )
-                    ).scalar_one()
-                )
-                # The lock is the session's; ending the transaction keeps it, and keeps this
-                # connection from sitting "idle in transaction" for the whole pass.
-                await conn.commit()
-                try:
-                    yield locked
-                finally:
-                    if locked:
-                        await conn.execute(
-                            text("SELECT pg_advisory_unlock(:key)"), {"key": RETENTION_LOCK_KEY}
-                        )
-                        await conn.commit()
-
-    async def expire_due(self, now: datetime, limit: int) -> list[Tombstoned]:
-        """Tombstone up to `limit` generations whose TTL ran out (no write since)."""
-        due = [generations.c.expires_at <= now]
-        return await self._writer.run(partial(mark_expired, where=due, now=now, limit=limit))
-
-    async def cap_generations(self, keep: int, now: datetime, limit: int) -> list[Tombstoned]:
-        """Tombstone up to `limit` generations older than their stream's newest `keep`."""
-        last_epoch = (
-            select(streams.c.last_epoch)
-            .where(streams.c.id == generations.c.stream_pk)
-            .scalar_subquery()
+    On PostgreSQL rows another transaction holds (an append in flight) are skipped, not
+    waited for; the condition is re-checked on the locked row, so an append that moved
+    `expires_at` forward wins. SQLite's write lock makes the whole transaction serial.
+    """
+    query = (
+        select(generations.c.id, generations.c.tail_seq)
+        .where(generations.c.expired_at.is_(None), condition)
+        .order_by(generations.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    rows = conn.execute(query).all()
+    if not rows:
+        return []
+    conn.execute(
+        update(generations)
+        .where(generations.c.id.in_([row.id for row in rows]))
+        .values(
+            expired_at=now,
+            head_seq=generations.c.tail_seq + 1,
+            retained_events=0,
+            retained_bytes=0,
         )
-        old = [generations.c.epoch <= last_epoch - keep]
-        return await self._writer.run(partial(mark_expired, where=old, now=now, limit=limit))
+    )
+    return [Tombstoned(row.id, row.tail_seq) for row in rows]
 
-    async def delete_events(self, tombstones: list[Tombstoned]) -> int:
-        """Delete the events of freshly marked tombstones (chunked)."""
-        return await delete_events(self._writer, tombstones)
 
-    async def delete_tombstones(self, expired_before: datetime, limit: int) -> int:
-        """Delete up to `limit` tombstones that expired before `expired_before`."""
-        query = (
-            select(generations.c.id)
-            .where(generations.c.expired_at < expired_before)
-            .order_by(generations.c.id)
-            .limit(limit)
-        )
+def expire_due(conn: Connection, now: datetime, limit: int) -> list[Tombstoned]:
+    """Tombstone up to `limit` generations whose TTL ran out (no write since)."""
+    return _mark_expired(conn, generations.c.expires_at <= now, now, limit)
 
-        async def delete_in(conn: AsyncConnection) -> int:
-            ids = (await conn.execute(query)).scalars().all()
-            if ids:
-                await conn.execute(delete(generations).where(generations.c.id.in_(ids)))
-            return len(ids)
 
-        return await self._writer.run(delete_in, weight=limit)
+def cap_generations(conn: Connection, keep: int, now: datetime, limit: int) -> list[Tombstoned]:
+    """Tombstone up to `limit` generations older than their stream's newest `keep`."""
+    last_epoch = (
+        select(streams.c.last_epoch)
+        .where(streams.c.id == generations.c.stream_pk)
+        .scalar_subquery()
+    )
+    return _mark_expired(conn, generations.c.epoch <= last_epoch - keep, now, limit)
 
-    async def delete_empty_streams(self, idle_before: datetime, limit: int) -> int:
-        """Delete up to `limit` streams with no generation left, idle since `idle_before`."""
-        empty = ~exists().where(generations.c.stream_pk == streams.c.id)
-        query = (
-            select(streams.c.id)
-            .where(streams.c.updated_at < idle_before, empty)
-            .order_by(streams.c.id)
-            .limit(limit)
-        )
 
-        async def delete_in(conn: AsyncConnection) -> int:
-            locked = query
-            if conn.dialect.name == "postgresql":
-                # A writer opening a generation holds its stream's row: leave that one be.
-                locked = query.with_for_update(skip_locked=True)
-            ids = (await conn.execute(locked)).scalars().all()
-            if ids:
-                await conn.execute(delete(streams).where(streams.c.id.in_(ids), empty))
-            return len(ids)
+def tombstone_stream(
+    conn: Connection, key: StreamKey, now: datetime, limit: int
+) -> list[Tombstoned]:
+    """Tombstone up to `limit` live generations of one stream (an operator's purge)."""
+    stream_pk = select(streams.c.id).where(
+        streams.c.tenant == key.tenant, streams.c.stream_id == key.stream_id
+    )
+    return _mark_expired(conn, generations.c.stream_pk.in_(stream_pk), now, limit)
 
-        return await self._writer.run(delete_in, weight=limit)
+
+def delete_tombstones(conn: Connection, expired_before: datetime, limit: int) -> int:
+    """Delete up to `limit` tombstones that expired before `expired_before`."""
+    query = (
+        select(generations.c.id)
+        .where(generations.c.expired_at < expired_before)
+        .order_by(generations.c.id)
+        .limit(limit)
+    )
+    ids = conn.execute(query).scalars().all()
+    if ids:
+        conn.execute(delete(generations).where(generations.c.id.in_(ids)))
+    return len(ids)
+
+
+def delete_empty_streams(conn: Connection, idle_before: datetime, limit: int) -> int:
+    """Delete up to `limit` streams with no generation left, idle since `idle_before`."""
+    empty = ~exists().where(generations.c.stream_pk == streams.c.id)
+    query = (
+        select(streams.c.id)
+        .where(streams.c.updated_at < idle_before, empty)
+        .order_by(streams.c.id)
+        .limit(limit)
+        # A writer opening a generation holds its stream's row: leave that one be.
+        .with_for_update(skip_locked=True)
+    )
+    ids = conn.execute(query).scalars().all()
+    if ids:
+        conn.execute(delete(streams).where(streams.c.id.in_(ids), empty))
+    return len(ids)

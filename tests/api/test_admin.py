@@ -8,7 +8,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.operators import ADMIN, WRITER_A, WRITER_B, KeyedApp, keyed_settings, ok, running_app
+from tests.support.operators import (
+    ADMIN,
+    WRITER_A,
+    WRITER_B,
+    KeyedApp,
+    keyed_settings,
+    ok,
+    running_app,
+)
 
 
 @pytest.fixture

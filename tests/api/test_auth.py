@@ -12,7 +12,15 @@ from fastapi.routing import APIRoute
 from app.api import admin
 from app.api.auth import OPEN_PRINCIPAL, Forbidden, Keyring, Scope, Unauthenticated
 from app.settings import KeySpec, Settings
-from tests.operators import ADMIN, WRITER_A, WRITER_B, KeyedApp, keyed_settings, ok, running_app
+from tests.support.operators import (
+    ADMIN,
+    WRITER_A,
+    WRITER_B,
+    KeyedApp,
+    keyed_settings,
+    ok,
+    running_app,
+)
 
 TOKEN = "AAAAAAAAAAAAAAAAAAAAAA"
 

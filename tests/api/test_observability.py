@@ -15,7 +15,7 @@ from alembic import command
 
 from app.api.logs import JsonFormatter, RequestIdFilter, logging_config
 from app.storage.migrate import alembic_config
-from tests.conftest import app_client, make_settings
+from tests.support.app import app_client, make_settings
 
 
 async def test_ready_when_the_schema_is_at_head(client: httpx.AsyncClient) -> None:

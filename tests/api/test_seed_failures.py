@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.api.writer_calls import append, datas, open_generation, resume, seqs
+from tests.support.writer_calls import append, datas, open_generation, resume, seqs
 
 
 @pytest.mark.parametrize("reason", ["failover", "retry"])

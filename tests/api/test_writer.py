@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.settings import Settings
 from app.storage.schema import events, generations
-from tests.api.writer_calls import append, datas, open_generation, resume, seqs
-from tests.conftest import app_client, make_settings
+from tests.support.app import app_client, make_settings
+from tests.support.writer_calls import append, datas, open_generation, resume, seqs
 
 # --- open -------------------------------------------------------------------------------
 

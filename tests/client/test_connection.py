@@ -19,7 +19,7 @@ from app.client import (
 )
 from app.settings import Settings
 from tests.client.transports import AnswerFirst, DropFirstResponse
-from tests.conftest import app_client
+from tests.support.app import started_app
 
 FAST = RetryPolicy(attempts=3, base_delay=0.001, max_delay=0.01)
 
@@ -27,9 +27,8 @@ FAST = RetryPolicy(attempts=3, base_delay=0.001, max_delay=0.01)
 @pytest.fixture
 async def service(settings: Settings) -> AsyncIterator[httpx.ASGITransport]:
     """The in-process app (lifespan started) as a transport to wrap."""
-    running = app_client(settings)
-    async with running:
-        yield httpx.ASGITransport(app=running.app)
+    async with started_app(settings) as (app, _client):
+        yield httpx.ASGITransport(app=app)
 
 
 def client_over(transport: httpx.AsyncBaseTransport) -> EventLogClient:

@@ -20,7 +20,7 @@ from app.client import (
     Verdict,
 )
 from app.settings import Settings
-from tests.conftest import app_client, make_settings
+from tests.support.app import app_client, make_settings
 
 
 async def test_open_append_resume_page_and_stream_view(client: httpx.AsyncClient) -> None:

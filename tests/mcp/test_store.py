@@ -11,7 +11,7 @@ from app.client import EventLogClient, NewEvent, RetryPolicy
 from app.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
 from app.settings import Settings
 from tests.client.transports import DropFirstResponse
-from tests.conftest import app_client
+from tests.support.app import started_app
 
 
 def note(step: int) -> JSONRPCNotification:
@@ -185,9 +185,8 @@ async def test_a_fenced_generation_continues_in_a_new_one(client: httpx.AsyncCli
 
 
 async def test_an_append_whose_answer_was_lost_is_stored_once(settings: Settings) -> None:
-    running = app_client(settings)
-    async with running:
-        dropping = DropFirstResponse(httpx.ASGITransport(app=running.app), "POST", "/events")
+    async with started_app(settings) as (app, _client):
+        dropping = DropFirstResponse(httpx.ASGITransport(app=app), "POST", "/events")
         http = httpx.AsyncClient(transport=dropping, base_url="http://eventlog.test")
         log = EventLogClient(http=http, retry=RetryPolicy(base_delay=0.001))
         store = EventLogEventStore(client=log)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.server import ServerProcess, soak_enabled
+from tests.support.server_process import ServerProcess, soak_enabled
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

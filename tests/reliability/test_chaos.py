@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.conftest import app_client
-from tests.reliability.server import soak_enabled
+from tests.support.app import app_client
+from tests.support.server_process import soak_enabled
 
 QUICK, SOAK = (200, 8), (600, 30)  # (streams, steps per stream)
 

@@ -26,13 +26,13 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.reliability.ledger import (
+from tests.support.ledger import (
     Batch,
     GenerationLedger,
     check_generation,
     read_generation,
 )
-from tests.reliability.server import ServerProcess, soak_enabled
+from tests.support.server_process import ServerProcess, soak_enabled
 
 pytestmark = pytest.mark.process
 

@@ -24,8 +24,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.settings import Settings
 from app.storage.schema import events, generations, streams
-from tests.conftest import app_client, make_settings
-from tests.reliability.server import ServerProcess
+from tests.support.app import app_client, make_settings
+from tests.support.server_process import ServerProcess
 
 MAX_BODY = 1_048_576
 MAX_EVENT = 1024

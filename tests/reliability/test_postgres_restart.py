@@ -22,10 +22,10 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.storage.migrate import upgrade
-from tests.conftest import app_client, make_settings
-from tests.reliability import private_postgres
-from tests.reliability.ledger import Batch, GenerationLedger, check_generation, read_generation
-from tests.reliability.server import ServerProcess, soak_enabled
+from tests.support import private_postgres
+from tests.support.app import app_client, make_settings
+from tests.support.ledger import Batch, GenerationLedger, check_generation, read_generation
+from tests.support.server_process import ServerProcess, soak_enabled
 
 pytestmark = pytest.mark.process
 

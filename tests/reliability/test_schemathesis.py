@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.reliability.server import ServerProcess, soak_enabled
+from tests.support.server_process import ServerProcess, soak_enabled
 
 pytestmark = pytest.mark.process
 

@@ -7,7 +7,7 @@ import random
 
 import httpx
 
-from tests.api.writer_calls import append, open_generation, resume, seqs
+from tests.support.writer_calls import append, open_generation, resume, seqs
 
 WRITERS = 12
 BATCHES = 8

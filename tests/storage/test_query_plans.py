@@ -16,19 +16,18 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import event, insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.settings import Settings
 from app.storage.schema import events, generations, streams
-from app.storage.store import Store
-from tests.api.writer_calls import append, open_generation, resume
-from tests.conftest import app_client
+from tests.support.app import started_app, state_of
+from tests.support.writer_calls import append, open_generation, resume
 
 Statement = tuple[str, Any]
 
 
-async def _fill(store: Store, streams_count: int, per_generation: int) -> None:
+async def _fill(engine: AsyncEngine, streams_count: int, per_generation: int) -> None:
     """Bulk history straight through the schema: many streams, two generations each."""
-    engine = store._engines.write
     now = datetime.now(UTC)
     base = 1_000_000  # ids far from the ones the API hands out
     stream_rows = [
@@ -83,8 +82,7 @@ async def _fill(store: Store, streams_count: int, per_generation: int) -> None:
 @contextmanager
 def _recorded(app: FastAPI) -> Iterator[list[Statement]]:
     seen: list[Statement] = []
-    store: Store = app.state.store
-    engine = store._engines.base.sync_engine
+    engine = state_of(app).container.database.engine.sync_engine
 
     def capture(_conn: Connection, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT"):
@@ -98,8 +96,7 @@ def _recorded(app: FastAPI) -> Iterator[list[Statement]]:
 
 
 async def _plans(app: FastAPI, statements: list[Statement]) -> list[str]:
-    store: Store = app.state.store
-    engine = store._engines.base
+    engine = state_of(app).container.database.engine
     prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
     plans = []
     async with engine.connect() as conn:
@@ -124,11 +121,9 @@ async def _statements_of_resumes(client: httpx.AsyncClient, app: FastAPI) -> lis
 
 
 async def test_resume_statements_do_not_grow_and_use_indexes(settings: Settings) -> None:
-    running = app_client(settings)
-    async with running as client:
-        app = running.app
+    async with started_app(settings) as (app, client):
         small = await _statements_of_resumes(client, app)
-        await _fill(app.state.store, streams_count=5000, per_generation=10)
+        await _fill(state_of(app).container.database.engine, streams_count=5000, per_generation=10)
         large = await _statements_of_resumes(client, app)
         # resume: generation lookup + one range read; superseded: + current lookup + range.
         assert len(small) == len(large) <= 7

@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.domain.outcomes import RetentionPass
 from app.service.clock import utc_now
-from app.service.retention import RetentionReport, RetentionWorker
+from app.service.retention import RetentionWorker
 from app.settings import Settings
-from app.storage.decisions import DecisionStore
-from app.storage.retention import RETENTION_LOCK_KEY, RetentionStore
-from tests.conftest import make_settings
-from tests.operators import KeyedApp, ok, running_app
+from app.storage.retention import RETENTION_LOCK_KEY
+from tests.support.app import make_settings, state_of
+from tests.support.operators import KeyedApp, ok, running_app
 
 
 @pytest.fixture
@@ -41,13 +41,10 @@ def http(running: KeyedApp) -> httpx.AsyncClient:
 
 def worker_at(running: KeyedApp, later: float, **overrides: Any) -> RetentionWorker:
     """A worker whose clock runs `later` seconds ahead of the real one."""
-    state = running.app.state
-    settings = state.settings.model_copy(update=overrides)
+    container = state_of(running.app).container
+    settings = container.settings.model_copy(update=overrides)
     return RetentionWorker(
-        RetentionStore(state.engines, state.store.writer),
-        DecisionStore(state.engines, state.store.writer),
-        settings,
-        clock=lambda: utc_now() + timedelta(seconds=later),
+        container.database, settings, clock=lambda: utc_now() + timedelta(seconds=later)
     )
 
 
@@ -155,7 +152,7 @@ async def test_one_pass_at_a_time_across_replicas(
                 text("SELECT pg_try_advisory_lock(:k)"), {"k": RETENTION_LOCK_KEY}
             )
             assert held.scalar_one() is True
-            assert await worker_at(running, 5).run_once() == RetentionReport(ran=False)
+            assert await worker_at(running, 5).run_once() == RetentionPass(ran=False)
             await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": RETENTION_LOCK_KEY})
         report = await worker_at(running, 5).run_once()
         assert (report.ran, report.expired) == (True, 1)
@@ -188,7 +185,7 @@ async def test_retention_racing_live_appends_loses_no_acknowledged_event(
             acknowledged.extend(zip(body["event_ids"], data, strict=True))
             n += 3
 
-    async def collect_forever() -> list[RetentionReport]:
+    async def collect_forever() -> list[RetentionPass]:
         reports = []
         while time.monotonic() < stop_at:
             reports.append(await worker_at(running, 1.0).run_once())

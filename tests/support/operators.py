@@ -12,7 +12,7 @@ import httpx
 from fastapi import FastAPI
 
 from app.settings import KeySpec, Settings
-from tests.conftest import app_client, make_settings
+from tests.support.app import make_settings, started_app
 
 WRITER_A = "writer-key-of-tenant-a-0001"
 WRITER_B = "writer-key-of-tenant-b-0002"
@@ -52,9 +52,8 @@ class KeyedApp:
 @asynccontextmanager
 async def running_app(settings: Settings) -> AsyncIterator[KeyedApp]:
     """Start the app (lifespan included) and hand out clients per key."""
-    started = app_client(settings)
-    async with started:
-        keyed = KeyedApp(started.app, httpx.ASGITransport(app=started.app), [])
+    async with started_app(settings) as (app, _client):
+        keyed = KeyedApp(app, httpx.ASGITransport(app=app), [])
         try:
             yield keyed
         finally:

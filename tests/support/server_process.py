@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import free_port
+from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from app.settings import Settings
-from tests.conftest import app_client
+from tests.support.app import app_client
 
 T = TypeVar("T")
 CALL_TIMEOUT = 60.0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import asyncpg
 
-from tests.processes import free_port
+from tests.support.processes import free_port
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 

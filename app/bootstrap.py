@@ -1,0 +1,109 @@
+"""The composition root: the one place that builds the service's parts and wires them.
+
+`create_app` (the HTTP service) and `mcp-eventlog gc` (one retention pass) both start from
+`build(settings)`; nothing else constructs a database, a service or a background task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from app.service.admin import AdminService
+from app.service.audit import DecisionAudit
+from app.service.background import Background
+from app.service.eventlog import EventLogService
+from app.service.observer import Observer, Observers
+from app.service.reading import ReadPath
+from app.service.retention import RetentionWorker
+from app.settings import Settings
+from app.storage.database import Database
+from app.storage.errors import StorageError
+from app.storage.migrate import head_revision
+
+
+class NotReady(StrEnum):
+    """Why a process is not ready to take traffic."""
+
+    DATABASE = "database"
+    SCHEMA = "schema"
+    BACKGROUND = "background"
+
+
+@dataclass(slots=True)
+class Container:
+    """Every long-lived part of one service process, typed."""
+
+    settings: Settings
+    database: Database
+    observer: Observer
+    reads: ReadPath
+    eventlog: EventLogService
+    admin: AdminService
+    audit: DecisionAudit
+    retention: RetentionWorker
+    background: Background
+    # The newest migration, read from the scripts on first use (they are files, not the DB).
+    _head: str | None = field(default=None, init=False)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Container]:
+        """Start the background tasks; on exit stop them, flush the audit log, close."""
+        self.background.start()
+        try:
+            yield self
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop the background tasks, write what the audit log holds, close the database."""
+        await self.background.stop()
+        with suppress(StorageError):
+            await self.audit.flush()
+        await self.database.close()
+
+    async def unready(self) -> tuple[NotReady, str] | None:
+        """Why the process should not take traffic now (and in words), or None when it may."""
+        try:
+            revision = await self.database.revision()
+        except StorageError:
+            return NotReady.DATABASE, "the database does not answer"
+        if self._head is None:
+            self._head = await asyncio.to_thread(head_revision)
+        if revision != self._head:
+            return (
+                NotReady.SCHEMA,
+                f"the schema is at {revision or 'nothing'}; the newest migration is {self._head}",
+            )
+        if self.background.down:
+            return NotReady.BACKGROUND, f"restarting: {', '.join(sorted(self.background.down))}"
+        return None
+
+
+def build(settings: Settings, observers: Iterable[Observer] = ()) -> Container:
+    """Build (without starting anything) the parts of a service on `settings.database_url`."""
+    database = Database(settings)
+    outside = Observers(observers)
+    audit = DecisionAudit(database, enabled=settings.decision_log, observer=outside)
+    observer = Observers((outside, audit))
+    reads = ReadPath(database, settings)
+    retention = RetentionWorker(database, settings, observer=observer)
+    background = Background(observer)
+    if settings.decision_log:
+        background.add("decision-audit-flusher", audit.run)
+    if settings.retention_interval_seconds > 0:
+        background.add("retention-worker", retention.run)
+    return Container(
+        settings=settings,
+        database=database,
+        observer=observer,
+        reads=reads,
+        eventlog=EventLogService(database, reads, settings, observer),
+        admin=AdminService(database, reads, audit, retention),
+        audit=audit,
+        retention=retention,
+        background=background,
+    )

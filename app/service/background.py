@@ -1,0 +1,86 @@
+"""The service's background tasks, started and stopped together, each one supervised.
+
+A task that dies of an unexpected error is logged and reported, marked down (readiness
+fails while it is down) and restarted after a pause that grows with repeated failures.
+Cancellation is the only way a task ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from app.service.observer import Observer
+
+log = logging.getLogger(__name__)
+
+FIRST_RESTART_DELAY_SECONDS = 1.0
+MAX_RESTART_DELAY_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    name: str
+    run: Callable[[], Awaitable[None]]
+
+
+class Background:
+    """A set of named, long-running tasks under one task group."""
+
+    def __init__(
+        self,
+        observer: Observer | None = None,
+        *,
+        first_delay: float = FIRST_RESTART_DELAY_SECONDS,
+        max_delay: float = MAX_RESTART_DELAY_SECONDS,
+    ) -> None:
+        self._observer = observer or Observer()
+        self._first_delay = first_delay
+        self._max_delay = max_delay
+        self._jobs: list[_Job] = []
+        self._down: set[str] = set()
+        self._group: asyncio.Task[None] | None = None
+
+    def add(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Run `run()` in the background from `start()` on, restarting it if it dies."""
+        self._jobs.append(_Job(name, run))
+
+    @property
+    def down(self) -> frozenset[str]:
+        """The tasks that died and wait to be restarted."""
+        return frozenset(self._down)
+
+    def start(self) -> None:
+        """Start every task (once)."""
+        if self._group is None and self._jobs:
+            self._group = asyncio.create_task(self._run_all(), name="background")
+
+    async def stop(self) -> None:
+        """Cancel every task and wait for them to end."""
+        if self._group is not None:
+            self._group.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._group
+            self._group = None
+
+    async def _run_all(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for job in self._jobs:
+                group.create_task(self._supervise(job), name=job.name)
+
+    async def _supervise(self, job: _Job) -> None:
+        delay = self._first_delay
+        while True:
+            try:
+                await job.run()
+                raise RuntimeError("a background task returned")
+            except Exception:
+                log.exception("background task %s died; restarting in %.1fs", job.name, delay)
+                self._observer.background_failed(job.name)
+            self._down.add(job.name)
+            await asyncio.sleep(delay)
+            self._down.discard(job.name)
+            delay = min(delay * 2, self._max_delay)

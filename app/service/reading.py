@@ -1,0 +1,165 @@
+"""The one read path: decide a claim and read what the verdict delivers, in one snapshot.
+
+Resume (writers), explain (operators) and paging (both) all read through here, so two
+answers to one question cannot drift apart: explain's verdict is the verdict a resume
+would get on the same state, because it is computed by the same code on the same page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sqlalchemy.engine import Connection
+
+from app.domain.decision import Decision, GenerationFacts, Reason, TerminalPolicy, Verdict, decide
+from app.domain.ids import parse_event_id
+from app.domain.outcomes import Decided
+from app.domain.paging import PageRefusal, check_page
+from app.service.errors import PageRefused
+from app.settings import Settings
+from app.storage import events, generations
+from app.storage.database import Database
+from app.storage.records import EventPage, GenerationRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A decision, the generation its id names, and what it delivers (or nothing)."""
+
+    decision: Decision
+    stream_id: str | None
+    claimed: GenerationRecord | None
+    delivered: GenerationRecord | None
+    page: EventPage | None
+
+    @property
+    def next_after(self) -> int | None:
+        """Where the next page starts, when the delivered generation has more events."""
+        if self.delivered is None or self.page is None:
+            return None
+        return self.page.next_after(self.delivered.tail_seq)
+
+    def outcome(self, tenant: str, last_event_id: str) -> Decided:
+        """The decision as observers record it."""
+        return Decided(
+            tenant=tenant,
+            stream_id=self.stream_id,
+            last_event_id=last_event_id,
+            verdict=self.decision.verdict,
+            reason=self.decision.reason,
+            generation=None if self.delivered is None else self.delivered.token,
+            delivered=0 if self.page is None else len(self.page.events),
+        )
+
+
+def facts_of(gen: GenerationRecord, *, contiguous: bool | None = None) -> GenerationFacts:
+    """What the decision needs to know of a stored generation (contiguity: its counters')."""
+    return GenerationFacts(
+        token=gen.token,
+        stream_id=gen.stream_id,
+        head_seq=gen.head_seq,
+        tail_seq=gen.tail_seq,
+        current=gen.current,
+        terminal=gen.terminal,
+        expired=gen.expired,
+        contiguous=gen.contiguous if contiguous is None else contiguous,
+    )
+
+
+class ReadPath:
+    """Decide-and-read and page reads, each one snapshot of the database."""
+
+    def __init__(self, database: Database, settings: Settings) -> None:
+        self._database = database
+        self._policy: TerminalPolicy = settings.terminal_resume
+        self._max_bytes = settings.max_page_bytes
+
+    async def decide(
+        self, last_event_id: str, *, tenant: str | None, asked_stream: str | None, limit: int
+    ) -> Reading:
+        """The verdict on a claim and the page it delivers.
+
+        `tenant` None looks the token up across every tenant (an operator's explain);
+        `asked_stream` None takes the stream from the token (`/v1/resume`).
+        """
+
+        def read(conn: Connection) -> Reading:
+            return self._decide_in(conn, last_event_id, tenant, asked_stream, limit)
+
+        return await self._database.read(read)
+
+    async def page(
+        self, token: str, *, tenant: str | None, after: int, limit: int
+    ) -> tuple[GenerationRecord, EventPage]:
+        """A page of a generation's events after `after`; refused rather than skip any."""
+
+        def read(conn: Connection) -> tuple[GenerationRecord, EventPage]:
+            gen = generations.get(conn, token, tenant=tenant)
+            refusal = check_page(
+                after=after, head_seq=gen.head_seq, tail_seq=gen.tail_seq, expired=gen.expired
+            )
+            if refusal is not None:
+                raise PageRefused(refusal, _page_detail(refusal, gen, after))
+            page = self._read(conn, gen, after, limit)
+            if not page.contiguous:
+                raise PageRefused(PageRefusal.EVICTED, "events in the requested range are missing")
+            return gen, page
+
+        return await self._database.read(read)
+
+    def _decide_in(
+        self,
+        conn: Connection,
+        last_event_id: str,
+        tenant: str | None,
+        asked_stream: str | None,
+        limit: int,
+    ) -> Reading:
+        claim = parse_event_id(last_event_id)
+        gen = None if claim is None else generations.find(conn, claim.token, tenant=tenant)
+        facts = None if gen is None else facts_of(gen)
+        decision = decide(
+            last_event_id, asked_stream=asked_stream, generation=facts, policy=self._policy
+        )
+        stream_id = asked_stream or (None if gen is None else gen.stream_id)
+        nothing = Reading(decision, stream_id, gen, None, None)
+        if decision.verdict is Verdict.RESUME:
+            assert gen is not None
+            assert claim is not None
+            assert facts is not None
+            page = self._read(conn, gen, claim.seq, limit)
+            if page.contiguous:
+                return Reading(decision, stream_id, gen, gen, page)
+            # The page disagrees with the generation's counters: a hole we must not skip.
+            hole = replace(facts, contiguous=False)
+            decision = decide(
+                last_event_id, asked_stream=asked_stream, generation=hole, policy=self._policy
+            )
+            return replace(nothing, decision=decision)
+        if decision.reason is Reason.SUPERSEDED:
+            assert gen is not None
+            fresh = self._fresh_start(conn, gen, limit)
+            if fresh is not None:
+                return Reading(decision, stream_id, gen, *fresh)
+        return nothing
+
+    def _fresh_start(
+        self, conn: Connection, superseded: GenerationRecord, limit: int
+    ) -> tuple[GenerationRecord, EventPage] | None:
+        """The stream's current generation from seq 1, when all of it is still there."""
+        current = generations.current_of(conn, [superseded.stream_pk]).get(superseded.stream_pk)
+        if current is None or not current.fully_retained:
+            return None
+        page = self._read(conn, current, 0, limit)
+        return (current, page) if page.contiguous else None
+
+    def _read(self, conn: Connection, gen: GenerationRecord, after: int, limit: int) -> EventPage:
+        return events.read_page(conn, gen, after=after, limit=limit, max_bytes=self._max_bytes)
+
+
+def _page_detail(refusal: PageRefusal, gen: GenerationRecord, after: int) -> str:
+    if refusal is PageRefusal.BEYOND_TAIL:
+        return f"after {after} is beyond the tail ({gen.tail_seq})"
+    if refusal is PageRefusal.EXPIRED:
+        return "the generation's events were purged by its TTL"
+    return f"events after {after} were evicted (head is {gen.head_seq})"

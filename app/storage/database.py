@@ -1,0 +1,68 @@
+"""The database: its engines, how units of work run on it, and its dialect's hooks.
+
+Every read and write of the service is a plain function over a synchronous `Connection`
+(the queries in `generations`, `events`, `decisions`, `retention`), run here as one
+transaction: `read` in one consistent snapshot, `write` through the process's write path
+(see `app/storage/transactions.py`). Callers never begin or commit; driver errors leave as
+`StorageUnavailable` / `StorageError`.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.settings import Settings
+from app.storage.dialect import Dialect, Engines, dialect_for
+from app.storage.errors import translated_errors
+from app.storage.migrate import current_revision
+from app.storage.transactions import T, Transactions, Work
+
+
+class Database:
+    """One database, opened from `settings.database_url` (SQLite file or PostgreSQL)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.dialect: Dialect = dialect_for(settings.database_url)
+        self._engines: Engines = self.dialect.engines(settings)
+        self._transactions: Transactions = self.dialect.transactions(settings, self._engines)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The async engine reads run on (for instrumentation: tests, tracing)."""
+        return self._engines.base
+
+    async def read(self, work: Work[T]) -> T:
+        """Run `work` in a read-only transaction that sees one committed snapshot."""
+        with translated_errors():
+            async with self._engines.snapshot.begin() as conn:
+                return await conn.run_sync(work)
+
+    async def write(self, work: Work[T], *, weight: int = 1) -> T:
+        """Run `work` in a write transaction; returns once it is committed.
+
+        `weight` (about the number of rows written) bounds how much one SQLite commit
+        group carries. A refusal raised by `work` before it wrote anything
+        (`AppendRefusedError`, `NotFound`) fails only that write.
+        """
+        return await self._transactions.run(work, weight=weight)
+
+    def exclusive(self, key: int) -> AbstractAsyncContextManager[bool]:
+        """Hold the cross-replica lock `key` for a block (yields False if taken elsewhere)."""
+        return self.dialect.exclusive(self._engines.base, key)
+
+    async def revision(self) -> str | None:
+        """The schema revision the database is at; `StorageUnavailable` if it does not answer."""
+        with translated_errors():
+            async with self._engines.base.connect() as conn:
+                return await conn.run_sync(current_revision)
+
+    def connect(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A plain connection, outside the service's transactions (migrations)."""
+        return self._engines.base.connect()
+
+    async def close(self) -> None:
+        """Stop taking writes (queued ones are refused as unavailable), close the pools."""
+        await self._transactions.close()
+        await self._engines.base.dispose()

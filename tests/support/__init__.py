@@ -1,0 +1,1 @@
+"""Helpers the tests share: databases, app clients, server processes, reference models."""
