@@ -1,25 +1,44 @@
-"""The README stays true: every setting is documented, and the two commands are there."""
+"""The README and the docs stay true: every setting is documented, the decision table is
+the code's, and the two commands are there."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from app.domain.decision import DECISION_TABLE
 from app.settings import Settings
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 
 
-def test_every_setting_is_in_the_readme() -> None:
+def test_every_setting_is_on_the_configuration_page() -> None:
     missing = [
         f"EVENTLOG_{name.upper()}"
         for name in Settings.model_fields
-        if f"EVENTLOG_{name.upper()}" not in README
+        if f"`EVENTLOG_{name.upper()}`" not in CONFIGURATION
     ]
     assert missing == []
 
 
+def test_the_readme_decision_table_is_the_codes() -> None:
+    rows = re.findall(r"^\| (\d+) \| (.+?) \| (\w+) \| `(\w+)` \|$", README, re.MULTILINE)
+    assert rows == [
+        (str(row.number), row.condition, row.verdict.value, row.reason.value)
+        for row in DECISION_TABLE
+    ]
+
+
 def test_the_two_commands_are_make_targets() -> None:
-    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    makefile = (ROOT / "Makefile").read_text()
     for command in ("make run", "make test"):
         assert command in README
         assert f"\n{command.split()[1]}:" in makefile
+
+
+def test_every_docs_link_resolves() -> None:
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"

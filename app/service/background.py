@@ -78,9 +78,9 @@ class Background:
                 await job.run()
                 raise RuntimeError("a background task returned")
             except Exception:
+                self._down.add(job.name)
                 log.exception("background task %s died; restarting in %.1fs", job.name, delay)
                 self._observer.background_failed(job.name)
-            self._down.add(job.name)
             await asyncio.sleep(delay)
             self._down.discard(job.name)
             delay = min(delay * 2, self._max_delay)

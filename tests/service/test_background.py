@@ -1,0 +1,80 @@
+"""Background tasks: started and stopped together; one that dies is reported, shown as
+not ready while it is down, and restarted."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.service.background import Background
+from app.service.observer import Observer
+from app.settings import Settings
+from tests.support.app import started_app, state_of
+
+
+class Failures(Observer):
+    def __init__(self) -> None:
+        self.tasks: list[str] = []
+        self.reported = asyncio.Event()
+
+    def background_failed(self, task: str) -> None:
+        self.tasks.append(task)
+        self.reported.set()
+
+
+async def test_a_task_that_dies_is_reported_and_restarted() -> None:
+    failures = Failures()
+    runs = 0
+    second_run = asyncio.Event()
+
+    async def flaky() -> None:
+        nonlocal runs
+        runs += 1
+        if runs == 1:
+            raise RuntimeError("one bad entry")
+        second_run.set()
+        await asyncio.Event().wait()  # runs until cancelled
+
+    background = Background(failures, first_delay=0.01)
+    background.add("flaky", flaky)
+    background.start()
+    try:
+        async with asyncio.timeout(30):
+            await second_run.wait()
+        assert failures.tasks == ["flaky"]
+        assert background.down == frozenset()
+    finally:
+        await background.stop()
+
+
+async def test_a_dead_task_makes_the_process_unready_until_restarted(settings: Settings) -> None:
+    async with started_app(settings) as (app, client):
+        container = state_of(app).container
+        assert (await client.get("/readyz")).status_code == 200
+        failures = Failures()
+
+        async def dies() -> None:
+            raise RuntimeError("boom")
+
+        # A background set of its own, watched by the same readiness check.
+        probe = Background(failures, first_delay=60)
+        probe.add("probe", dies)
+        container.background, original = probe, container.background
+        probe.start()
+        try:
+            async with asyncio.timeout(30):
+                await failures.reported.wait()
+            unready = await client.get("/readyz")
+            assert unready.status_code == 503
+            assert unready.json()["code"] == "background_task_down"
+            assert "probe" in unready.json()["detail"]
+        finally:
+            await probe.stop()
+            container.background = original
+        assert (await client.get("/readyz")).status_code == 200
+
+
+async def test_metrics_count_background_failures(settings: Settings) -> None:
+    async with started_app(settings) as (app, client):
+        state_of(app).container.observer.background_failed("retention-worker")
+        text = (await client.get("/metrics")).text
+        assert 'eventlog_background_task_failures_total{task="retention-worker"} 1.0' in text
