@@ -19,6 +19,7 @@ from app.api.logs import configure_logging, logging_config
 from app.client.admin import AdminClient
 from app.domain.outcomes import RetentionPass
 from app.settings import Settings
+from app.storage.dialect import dialect_for
 from app.storage.migrate import upgrade
 
 log = logging.getLogger("app.cli")
@@ -82,7 +83,10 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             host,
         )
         return 2
-    if settings.should_migrate_on_start:
+    migrate = settings.migrate_on_start
+    if migrate is None:
+        migrate = dialect_for(settings.database_url).migrates_on_start
+    if migrate:
         upgrade(settings.database_url)
     uvicorn.run(
         "app.api.app:create_app",

@@ -78,13 +78,3 @@ class Settings(BaseSettings):
     decision_log: bool = True
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)
-
-    @property
-    def is_sqlite(self) -> bool:
-        """Whether the database is the embedded SQLite file."""
-        return self.database_url.startswith("sqlite")
-
-    @property
-    def should_migrate_on_start(self) -> bool:
-        """`serve` migrates SQLite by default; PostgreSQL only when asked to."""
-        return self.is_sqlite if self.migrate_on_start is None else self.migrate_on_start

@@ -50,6 +50,9 @@ class Dialect(ABC):
     """The hooks where the two databases differ; everything else is shared Core SQL."""
 
     name: str
+    migrates_on_start: bool
+    """Whether `serve` migrates the schema first unless told (one process owns a SQLite
+    file; PostgreSQL replicas must not race to migrate, so there it is an explicit step)."""
 
     @abstractmethod
     def engines(self, settings: Settings) -> Engines:
@@ -73,6 +76,7 @@ class SqliteDialect(Dialect):
     """The embedded default: one file, WAL, one group committer per process."""
 
     name = "sqlite"
+    migrates_on_start = True
 
     def engines(self, settings: Settings) -> Engines:
         base = create_async_engine(settings.database_url, connect_args={"timeout": 30})
@@ -97,6 +101,7 @@ class PostgresDialect(Dialect):
     """Many replicas on one database: row locks, REPEATABLE READ snapshots, advisory locks."""
 
     name = "postgresql"
+    migrates_on_start = False
 
     def engines(self, settings: Settings) -> Engines:
         base = create_async_engine(
