@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import uvicorn
 
 from app.admin_cli import add_admin_parser, run_admin
+from app.admin_client import AdminClient
 from app.api.logs import configure_logging, logging_config
-from app.client.admin import AdminClient
 from app.service.retention import collect_garbage
 from app.settings import Settings
 from app.storage.migrate import upgrade

@@ -26,10 +26,9 @@ from uuid import uuid4
 import anyio
 import httpx
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp_eventlog_client import EventLogClient, NewEvent
+from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
 from mcp_types import JSONRPCMessage, JSONRPCNotification
-
-from app.client import EventLogClient, NewEvent
-from app.mcp import EventLogEventStore, session_scope
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@
 
 One service and one MCP server serve the whole module (per backend); tests keep apart by
 session. Every ordering across processes is awaited (progress callbacks, resumption
-tokens, gates in `tests.mcp.mcp_server`), never slept for.
+tokens, gates in `tests.support.mcp_server`), never slept for.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ClientMessageMetadata
+from mcp_eventlog_client.mcp import RESUME_REFUSED
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.mcp import RESUME_REFUSED
-from tests.mcp.running import eventlog_service, mcp_server
+from tests.support.running import eventlog_service, mcp_server
 
 pytestmark = pytest.mark.process
 

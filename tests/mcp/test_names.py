@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from app.mcp.names import MAX_STREAM_ID, StreamNames
+from mcp_eventlog_client.mcp.names import MAX_STREAM_ID, StreamNames
 
 CONTRACT_STREAM_ID = re.compile(r"[A-Za-z0-9._~:@=+-]{1,256}")
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import httpx
 import pytest
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
+from mcp_eventlog_client import EventLogClient, NewEvent, RetryPolicy
+from mcp_eventlog_client.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCResponse
 
-from app.client import EventLogClient, NewEvent, RetryPolicy
-from app.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
 from app.settings import Settings
-from tests.client.transports import DropFirstResponse
 from tests.conftest import app_client
+from tests.support.transports import DropFirstResponse
 
 
 def note(step: int) -> JSONRPCNotification:

@@ -1,6 +1,6 @@
 """An MCP server (the SDK's `MCPServer` over streamable HTTP) using `EventLogEventStore`.
 
-Run as `python -m tests.mcp.mcp_server --port P --eventlog URL [--max-events N]` by the
+Run as `python -m tests.support.mcp_server --port P --eventlog URL [--max-events N]` by the
 end-to-end tests. Its `progress` tool streams progress notifications, may close its SSE
 stream mid-way (the SDK's server-initiated disconnect) and may pause on a gate. Gates are
 opened by the tests with `POST /test/gates/{name}`, so every ordering a test needs is
@@ -22,11 +22,10 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventId, StreamId
+from mcp_eventlog_client.mcp import EventLogEventStore, current_scope
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-
-from app.mcp import EventLogEventStore, current_scope
 
 gates: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
 replay_gate: dict[str, str] = {}  # session scope -> the gate its replays wait for

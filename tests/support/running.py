@@ -65,9 +65,17 @@ def eventlog_service(database_url: str, workdir: Path) -> Iterator[str]:
 
 @contextmanager
 def mcp_server(eventlog_url: str, workdir: Path, *extra: str) -> Iterator[str]:
-    """The test MCP server (`tests.mcp.mcp_server`); yields its base URL."""
+    """The test MCP server (`tests.support.mcp_server`); yields its base URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    args = ["-m", "tests.mcp.mcp_server", "--port", str(port), "--eventlog", eventlog_url, *extra]
+    args = [
+        "-m",
+        "tests.support.mcp_server",
+        "--port",
+        str(port),
+        "--eventlog",
+        eventlog_url,
+        *extra,
+    ]
     with process(args, {}, workdir / f"mcp-{port}.log", url):
         yield url

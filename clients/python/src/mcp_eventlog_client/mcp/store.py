@@ -6,7 +6,7 @@ Wire it into an `MCPServer` (the SDK's FastMCP) like this::
     app = store.asgi_app(server.streamable_http_app(event_store=store))
 
 `asgi_app` is required: it tells the store which MCP session each call serves (see
-`app.mcp.scope`); without it `store_event` raises rather than mix sessions.
+`mcp_eventlog_client.mcp.scope`); without it `store_event` raises rather than mix sessions.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from mcp_types import ErrorData, JSONRPCError, JSONRPCMessage, JSONRPCResponse
 from mcp_types import jsonrpc_message_adapter as message_adapter
 from starlette.types import ASGIApp
 
-from app.client import EventLogClient, EventLogError, NewEvent, ResumeAnswer, Verdict
-from app.client.errors import Superseded, TerminalGeneration
-from app.client.writer import GenerationReason
-from app.mcp.names import StreamNames
-from app.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
+from mcp_eventlog_client import EventLogClient, EventLogError, NewEvent, ResumeAnswer, Verdict
+from mcp_eventlog_client.errors import Superseded, TerminalGeneration
+from mcp_eventlog_client.mcp.names import StreamNames
+from mcp_eventlog_client.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
+from mcp_eventlog_client.writer import GenerationReason
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +76,9 @@ class EventLogEventStore(EventStore):
       it waits forever, or reconnects forever. Failing the request visibly (to be
       re-issued) is the only safe answer.
 
-    Sessions are kept apart by `asgi_app` (see `app.mcp.scope`): every service stream is
-    named after its session's scope key. A token this process opened is resumed on its
-    own stream's route, or refused without asking the service when it is another
+    Sessions are kept apart by `asgi_app` (see `mcp_eventlog_client.mcp.scope`): every
+    service stream is named after its session's scope key. A token this process opened is
+    resumed on its own stream's route, or refused without asking the service when it is another
     session's; any other token is decided by `/v1/resume` and refused unless the stream
     the service names is this session's. Either way nothing of another session is sent.
 

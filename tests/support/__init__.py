@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (servers, processes, transports); not test modules."""
