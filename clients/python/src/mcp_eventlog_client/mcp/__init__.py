@@ -4,13 +4,14 @@ Install with `pip install "mcp-eventlog-client[mcp]"` (from a checkout:
 `pip install "./clients/python[mcp]"`); see `EventLogEventStore`.
 """
 
+from mcp_eventlog_client.mcp.refusal import RESUME_REFUSED
 from mcp_eventlog_client.mcp.scope import (
     SessionScopeMiddleware,
     SessionScopes,
     current_scope,
     session_scope,
 )
-from mcp_eventlog_client.mcp.store import RESUME_REFUSED, EventLogEventStore
+from mcp_eventlog_client.mcp.store import EventLogEventStore
 
 __all__ = [
     "RESUME_REFUSED",
