@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,7 +25,8 @@ from mcp.shared.message import ClientMessageMetadata
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
 from tests.mcp.conftest import Deployment
-from tests.support.running import mcp_server
+from tests.processes import free_port
+from tests.support.running import eventlog_service, mcp_server
 
 pytestmark = pytest.mark.process
 
@@ -383,3 +385,48 @@ async def test_twenty_sessions_stream_at_once(deployment: Deployment) -> None:
             for index in range(20):
                 tasks.start_soon(one, index)
     assert outcomes == {i: ("counted to 5", [1, 2, 3, 4, 5]) for i in range(20)}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def outage_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database for a service that a test stops and starts again."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
+    url: str = request.getfixturevalue("postgres_database")
+    return url
+
+
+async def test_the_session_outlives_the_service_being_down(
+    outage_database: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    service_up = eventlog_service(outage_database, tmp_path, port)
+    eventlog = service_up.__enter__()
+    try:
+        with mcp_server(eventlog, tmp_path) as url, anyio.fail_after(60):
+            async with mcp_client(url) as (session, _, _):
+                before = await call_progress(session, Progress(), n=2, tag="before")
+                service_up.__exit__(None, None, None)
+                service_up = None
+                down = Progress()
+                # Every message of this call fails to store; each is still sent live.
+                during = await call_progress(session, down, n=3, tag="down")
+                service_up = eventlog_service(outage_database, tmp_path, port)
+                service_up.__enter__()
+                after = await call_progress(session, Progress(), n=2, tag="after")
+                with pytest.raises(MCPError) as refused:
+                    await call_progress(session, Progress(), resumption_token=down.tokens[1])
+            async with httpx.AsyncClient() as http:
+                failures = (await http.get(f"{url}/test/store-failures")).json()
+    finally:
+        if service_up is not None:
+            service_up.__exit__(None, None, None)
+    assert [text_of(r) for r in (before, during, after)] == [
+        "counted to 2",
+        "counted to 3",
+        "counted to 2",
+    ]
+    assert down.steps == [1, 2, 3]
+    assert (refused.value.code, refused.value.data["reason"]) == (RESUME_REFUSED, "store_failed")
+    assert failures.get("unreachable", 0) >= 1
+    assert sum(failures.values()) == len(down.tokens)
