@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from mcp.server.streamable_http import EventCallback, EventMessage, StreamId
+from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, StreamId
 from mcp_types import ErrorData, JSONRPCError
 
 RESUME_REFUSED: Final = -32010
@@ -40,7 +40,13 @@ async def refuse(
     reason: str,
     detail: str,
 ) -> None:
-    """Fail the request of `sdk_stream`: an unstored error event (no id to resume from)."""
+    """Fail the request of `sdk_stream`: an unstored error event (no id to resume from).
+
+    On the standalone GET stream no request waits: there is nobody to fail, and nothing
+    is sent.
+    """
+    if sdk_stream == GET_STREAM_KEY:
+        return
     error = ErrorData(
         code=RESUME_REFUSED,
         message=f"cannot resume ({verdict}: {reason}); discard partial output and re-issue",
