@@ -4,16 +4,17 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json | cksum | cut -d' ' -f1)
 
 .PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,mcp]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,mcp]' -e './clients/python[mcp]'
+	cd tests/support/ts_client && npm ci --no-audit --no-fund --loglevel=error
 	rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP)  ## create .venv and install the service with its dev and MCP extras
+install: $(STAMP)  ## create .venv; install the service (dev, MCP extras), the Python client package, the TS test client
 
 run: $(STAMP)  ## serve on 127.0.0.1:8080 with the SQLite file ./eventlog.db (migrated on start)
 	$(BIN)/mcp-eventlog serve
@@ -30,10 +31,11 @@ test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
 soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing): ~10 min
 	EVENTLOG_SOAK=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app
-	$(BIN)/ruff check app tests migrations
-	$(BIN)/ruff format --check app tests migrations
+lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app and the client package
+	$(BIN)/ruff check app tests migrations clients/python
+	$(BIN)/ruff format --check app tests migrations clients/python
 	$(BIN)/mypy --strict app
+	$(BIN)/mypy --strict -p mcp_eventlog_client
 
 domain-coverage: $(STAMP)  ## the decision table's tests cover every branch of app/domain
 	$(BIN)/python -m coverage run --branch --source=app/domain --data-file=.coverage.domain -m pytest -q -p no:cacheprovider tests/domain
@@ -43,8 +45,8 @@ docker:  ## build the image (needs a Docker engine)
 	docker build -t mcp-eventlog .
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix app tests migrations
-	$(BIN)/ruff format app tests migrations
+	$(BIN)/ruff check --fix app tests migrations clients/python
+	$(BIN)/ruff format app tests migrations clients/python
 
 bench: $(STAMP)  ## the benchmarks (under 10 min): table on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench

@@ -13,8 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from app.client.admin import DEFAULT_URL, AdminClient
-from app.client.errors import EventLogError
+from app.admin_client import DEFAULT_URL, AdminClient, AdminError
 
 COMMANDS = ("streams", "stream", "explain", "stats", "decisions")
 
@@ -51,7 +50,7 @@ async def run_admin(args: argparse.Namespace, client: AdminClient, out: TextIO =
     """Run one admin command; 0 on success, 1 when the service refused it."""
     try:
         body = await _fetch(args, client)
-    except EventLogError as failure:
+    except AdminError as failure:
         print(f"error: {failure}", file=sys.stderr)
         return 1
     if args.json:

@@ -15,8 +15,8 @@ import uvicorn
 
 from app import bootstrap
 from app.admin_cli import add_admin_parser, run_admin
+from app.admin_client import AdminClient
 from app.api.logs import configure_logging, logging_config
-from app.client.admin import AdminClient
 from app.domain.outcomes import RetentionPass
 from app.settings import Settings
 from app.storage.dialect import dialect_for

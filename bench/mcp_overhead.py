@@ -1,10 +1,11 @@
 """The latency `EventLogEventStore.store_event` adds to every MCP message.
 
-`python -m bench.mcp_overhead [--messages N] [--database-url URL]` starts the service as a
-process (a fresh SQLite file with the default settings unless a URL is given), then stores
-the same progress notifications, one at a time as the SDK's message router does, through
-the SDK's in-memory example store and through `EventLogEventStore`, in one run, and prints
-the per-message latency of each and the difference.
+`python -m bench.mcp_overhead [--messages N] [--large N] [--database-url URL]` starts the
+service as a process (a fresh SQLite file with the default settings unless a URL is given),
+then stores the same messages, one at a time as the SDK's message router does, through the
+SDK's in-memory example store (`bench.sdk_store`) and through `EventLogEventStore`, in one
+run, and prints the per-message latency of each and the difference: progress notifications
+(the common case) and 4 MiB tool results (stored as parts of at most 1 MiB).
 """
 
 from __future__ import annotations
@@ -17,58 +18,33 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from uuid import uuid4
 
 import anyio
 import httpx
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
-from mcp_types import JSONRPCMessage, JSONRPCNotification
+from mcp.server.streamable_http import EventStore
+from mcp_eventlog_client import EventLogClient, NewEvent
+from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
+from mcp_types import JSONRPCMessage, JSONRPCNotification, JSONRPCResponse
 
-from app.client import EventLogClient, NewEvent
-from app.mcp import EventLogEventStore, session_scope
+from bench.sdk_store import InMemoryEventStore
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-class InMemoryEventStore(EventStore):
-    """The SDK's example store (`examples/.../event_store.py`): a deque per stream, uuid ids."""
-
-    def __init__(self, max_events_per_stream: int = 100) -> None:
-        self.max_events_per_stream = max_events_per_stream
-        self.streams: dict[StreamId, deque[tuple[EventId, JSONRPCMessage | None]]] = {}
-        self.index: dict[EventId, tuple[StreamId, JSONRPCMessage | None]] = {}
-
-    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        event_id = str(uuid4())
-        stream = self.streams.setdefault(stream_id, deque(maxlen=self.max_events_per_stream))
-        if len(stream) == self.max_events_per_stream:
-            self.index.pop(stream[0][0], None)
-        stream.append((event_id, message))
-        self.index[event_id] = (stream_id, message)
-        return event_id
-
-    async def replay_events_after(
-        self, last_event_id: EventId, send_callback: EventCallback
-    ) -> StreamId | None:
-        if last_event_id not in self.index:
-            return None
-        stream_id, _ = self.index[last_event_id]
-        found = False
-        for event_id, message in self.streams[stream_id]:
-            if found and message is not None:
-                await send_callback(EventMessage(message, event_id))
-            found = found or event_id == last_event_id
-        return stream_id
 
 
 def progress(step: int) -> JSONRPCNotification:
     """A typical streamed message: a progress notification."""
     params = {"progressToken": 7, "progress": step, "total": 1000, "message": f"step {step}"}
     return JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
+
+
+def large_result(request_id: int, size: int = 4 * 1024 * 1024) -> JSONRPCResponse:
+    """A large tool result: `size` characters of text."""
+    text = ("result line 0123456789 abcdefghijklmnopqrstuvwxyz\n" * (size // 50 + 1))[:size]
+    result = {"content": [{"type": "text", "text": text}], "isError": False}
+    return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
 
 
 async def per_append(log: EventLogClient, messages: int) -> list[float]:
@@ -84,13 +60,25 @@ async def per_append(log: EventLogClient, messages: int) -> list[float]:
 
 
 async def per_message(store: EventStore, stream: str, messages: int) -> list[float]:
-    """Seconds each `store_event` took, one after another on one stream."""
+    """Seconds each `store_event` of a progress notification took, on one stream."""
     timings = []
     await store.store_event(stream, None)  # the priming event opens the generation
     for step in range(1, messages + 1):
         message = progress(step)
         started = time.perf_counter()
         await store.store_event(stream, message)
+        timings.append(time.perf_counter() - started)
+    return timings
+
+
+async def per_large_result(store: EventStore, count: int) -> list[float]:
+    """Seconds each `store_event` of a 4 MiB result took (one request stream each)."""
+    timings = []
+    for request_id in range(1000, 1000 + count):
+        message: JSONRPCMessage = large_result(request_id)
+        await store.store_event(str(request_id), None)
+        started = time.perf_counter()
+        await store.store_event(str(request_id), message)
         timings.append(time.perf_counter() - started)
     return timings
 
@@ -102,8 +90,8 @@ def summary(timings: list[float]) -> tuple[float, float, float]:
     return statistics.median(ordered) * 1e3, statistics.fmean(ordered) * 1e3, p99 * 1e3
 
 
-async def measure(url: str, messages: int) -> None:
-    """Store `messages` notifications through both stores and print the comparison."""
+async def measure(url: str, messages: int, large: int) -> None:
+    """Store the messages through both stores and print the comparison."""
     memory = InMemoryEventStore()
     eventlog = EventLogEventStore(url)
     try:
@@ -114,17 +102,29 @@ async def measure(url: str, messages: int) -> None:
                 "EventLogEventStore": summary(await per_message(eventlog, "1", messages)),
                 "(bare client.append)": summary(await per_append(eventlog.client, messages)),
             }
+            large_rows = {
+                "in-memory example store": summary(await per_large_result(memory, large)),
+                "EventLogEventStore": summary(await per_large_result(eventlog, large)),
+            }
     finally:
         await eventlog.aclose()
     print(f"store_event, {messages} progress notifications on one stream, one at a time:")
+    table(rows)
+    print("  (the bare append is the service's round trip: HTTP, validation, one committed")
+    print("   transaction; the store adds its scope lookup, lock and JSON encoding on top)")
+    print(f"store_event, {large} tool results of 4 MiB (4 parts each), one at a time:")
+    table(large_rows)
+    print(f"failed stores: {eventlog.failed_stores}")
+
+
+def table(rows: dict[str, tuple[float, float, float]]) -> None:
+    """Median, mean, p99 per row, and what the store adds to the in-memory example's."""
     print(f"  {'':26} {'median':>9} {'mean':>9} {'p99':>9}")
     for name, (median, mean, p99) in rows.items():
         print(f"  {name:26} {median:7.3f}ms {mean:7.3f}ms {p99:7.3f}ms")
     base, ours = rows["in-memory example store"], rows["EventLogEventStore"]
     added = [mine - theirs for mine, theirs in zip(ours, base, strict=True)]
     print(f"  {'added per message':26} {added[0]:+7.3f}ms {added[1]:+7.3f}ms {added[2]:+7.3f}ms")
-    print("  (the bare append is the service's round trip: HTTP, validation, one committed")
-    print("   transaction; the store adds its scope lookup, lock and JSON encoding on top)")
 
 
 @contextmanager
@@ -163,6 +163,7 @@ def main() -> None:
     """Parse the arguments, start the service, measure."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--large", type=int, default=20, help="4 MiB results to store")
     parser.add_argument("--database-url", help="default: a fresh SQLite file (migrated)")
     parser.add_argument(
         "--sqlite-synchronous", default="FULL", help="EVENTLOG_SQLITE_SYNCHRONOUS of the service"
@@ -173,7 +174,7 @@ def main() -> None:
         where = url.split("@")[-1]
         print(f"service database: {where} (SQLite synchronous={args.sqlite_synchronous})")
         with service(url, args.sqlite_synchronous) as base:
-            anyio.run(measure, base, args.messages)
+            anyio.run(measure, base, args.messages, args.large)
 
 
 if __name__ == "__main__":

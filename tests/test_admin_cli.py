@@ -17,8 +17,8 @@ import pytest
 
 from app import cli
 from app.admin_cli import run_admin
+from app.admin_client import AdminClient
 from app.cli import _parser, main
-from app.client.admin import AdminClient
 from tests.support.operators import ADMIN, WRITER_A, KeyedApp, keyed_settings, ok, running_app
 from tests.support.processes import REPO, free_port
 

@@ -6,8 +6,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-
-from app.client import (
+from mcp_eventlog_client import (
     DatabaseUnavailable,
     EventLogClient,
     EventLogError,
@@ -17,9 +16,10 @@ from app.client import (
     Superseded,
     error_for,
 )
+
 from app.settings import Settings
-from tests.client.transports import AnswerFirst, DropFirstResponse
 from tests.support.app import started_app
+from tests.support.transports import AnswerFirst, DropFirstResponse
 
 FAST = RetryPolicy(attempts=3, base_delay=0.001, max_delay=0.01)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
-from app.client import (
+from mcp_eventlog_client import (
     EventLogClient,
     Evicted,
     Generation,
@@ -19,6 +18,7 @@ from app.client import (
     ValidationFailed,
     Verdict,
 )
+
 from app.settings import Settings
 from tests.support.app import app_client, make_settings
 

@@ -2,7 +2,7 @@
 
 One service and one MCP server serve the whole module (per backend); tests keep apart by
 session. Every ordering across processes is awaited (progress callbacks, resumption
-tokens, gates in `tests.mcp.mcp_server`), never slept for.
+tokens, gates in `tests.support.mcp_server`), never slept for.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,50 +22,15 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ClientMessageMetadata
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
+from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from app.mcp import RESUME_REFUSED
-from tests.mcp.running import eventlog_service, mcp_server
+from tests.mcp.conftest import Deployment
+from tests.support.processes import free_port
+from tests.support.running import eventlog_service, mcp_server
 
 pytestmark = pytest.mark.process
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """A running service and an MCP server storing its streams there."""
-
-    eventlog: str
-    mcp: str
-
-
-@pytest.fixture(
-    scope="module",
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
-)
-def deployment(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Deployment]:
-    """The service (on the backend of the param) and the test MCP server, as processes."""
-    workdir = tmp_path_factory.mktemp("e2e")
-    if request.param == "sqlite":
-        database_url = f"sqlite+aiosqlite:///{workdir / 'eventlog.db'}"
-    else:
-        database_url = request.getfixturevalue("postgres_database")
-        anyio.run(_truncate, database_url)
-    with eventlog_service(database_url, workdir) as eventlog, mcp_server(eventlog, workdir) as url:
-        yield Deployment(eventlog, url)
-
-
-async def _truncate(url: str) -> None:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text("TRUNCATE streams, generations, events RESTART IDENTITY"))
-    finally:
-        await engine.dispose()
 
 
 @dataclass
@@ -237,7 +203,10 @@ async def test_a_resumed_stream_goes_on_live_without_a_gap_or_a_repeat(
     assert text_of(results[0]) == "counted to 6"
     assert progress.steps == [1, 2, 3, 4, 5, 6]
     generation = progress.tokens[0].rsplit(":", 1)[0]
-    assert progress.tokens == [f"{generation}:{seq}" for seq in range(1, 10)]
+    # The resumed connection's priming event is not stored: it repeats the last id the
+    # client has (seq 4), and the stream goes on from seq 5 in the same generation.
+    seqs = [1, 2, 3, 4, 4, 5, 6, 7, 8]
+    assert progress.tokens == [f"{generation}:{seq}" for seq in seqs]
 
 
 async def test_a_token_captured_by_one_client_resumes_on_a_new_connection(
@@ -416,3 +385,48 @@ async def test_twenty_sessions_stream_at_once(deployment: Deployment) -> None:
             for index in range(20):
                 tasks.start_soon(one, index)
     assert outcomes == {i: ("counted to 5", [1, 2, 3, 4, 5]) for i in range(20)}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def outage_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database for a service that a test stops and starts again."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
+    url: str = request.getfixturevalue("postgres_database")
+    return url
+
+
+async def test_the_session_outlives_the_service_being_down(
+    outage_database: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    service_up = eventlog_service(outage_database, tmp_path, port)
+    eventlog = service_up.__enter__()
+    try:
+        with mcp_server(eventlog, tmp_path) as url, anyio.fail_after(60):
+            async with mcp_client(url) as (session, _, _):
+                before = await call_progress(session, Progress(), n=2, tag="before")
+                service_up.__exit__(None, None, None)
+                service_up = None
+                down = Progress()
+                # Every message of this call fails to store; each is still sent live.
+                during = await call_progress(session, down, n=3, tag="down")
+                service_up = eventlog_service(outage_database, tmp_path, port)
+                service_up.__enter__()
+                after = await call_progress(session, Progress(), n=2, tag="after")
+                with pytest.raises(MCPError) as refused:
+                    await call_progress(session, Progress(), resumption_token=down.tokens[1])
+            async with httpx.AsyncClient() as http:
+                failures = (await http.get(f"{url}/test/store-failures")).json()
+    finally:
+        if service_up is not None:
+            service_up.__exit__(None, None, None)
+    assert [text_of(r) for r in (before, during, after)] == [
+        "counted to 2",
+        "counted to 3",
+        "counted to 2",
+    ]
+    assert down.steps == [1, 2, 3]
+    assert (refused.value.code, refused.value.data["reason"]) == (RESUME_REFUSED, "store_failed")
+    assert failures.get("unreachable", 0) >= 1
+    assert sum(failures.values()) == len(down.tokens)

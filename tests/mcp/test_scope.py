@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcp_eventlog_client.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
 from starlette.types import Message, Receive, Scope, Send
-
-from app.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
 
 
 class FakeMcpApp:

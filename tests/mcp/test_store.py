@@ -5,13 +5,13 @@ from __future__ import annotations
 import httpx
 import pytest
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
+from mcp_eventlog_client import EventLogClient, NewEvent, RetryPolicy
+from mcp_eventlog_client.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCResponse
 
-from app.client import EventLogClient, NewEvent, RetryPolicy
-from app.mcp import RESUME_REFUSED, EventLogEventStore, session_scope
 from app.settings import Settings
-from tests.client.transports import DropFirstResponse
-from tests.support.app import started_app
+from tests.support.app import app_client, make_settings, started_app
+from tests.support.transports import DropFirstResponse
 
 
 def note(step: int) -> JSONRPCNotification:
@@ -221,3 +221,181 @@ async def test_an_unreachable_service_fails_the_replay_visibly() -> None:
         assert await store.replay_events_after("t:1", sent) is None
     assert reason_of(sent.refusal) == ("unavailable", "unreachable")
     await log.aclose()
+
+
+def big_result(request_id: int, mib: float) -> JSONRPCResponse:
+    """A tool result of about `mib` MiB of text (non-ASCII included, to cut UTF-8 safely)."""
+    text = ("report line ✓ " * 64 + "\n") * int(mib * 1024 * 1024 / 1040)
+    result = {"content": [{"type": "text", "text": text}], "isError": False}
+    return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+
+
+async def test_a_finished_stream_resumes_as_often_as_asked(client: httpx.AsyncClient) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        messages: list[JSONRPCMessage | None] = [None, note(1), note(2), answer(7)]
+        ids = await store_all(store, "7", messages)
+        for _ in range(3):
+            sent = Sent()
+            assert await store.replay_events_after(ids[1], sent) == "7"
+            assert [(e.event_id, e.message) for e in sent.events] == list(
+                zip(ids[2:], messages[2:], strict=True)
+            )
+            # The SDK primes the resumed connection right after the replay, in its task:
+            # the client is then at the last id it was sent, and nothing new is opened.
+            assert await store.store_event("7", None) == ids[-1]
+
+
+async def test_a_priming_event_of_another_stream_after_a_replay_is_stored(
+    client: httpx.AsyncClient,
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        ids = await store_all(store, "7", [None, note(1), answer(7)])
+        assert await store.replay_events_after(ids[0], Sent()) == "7"
+        primed = await store.store_event("8", None)
+    assert primed.split(":")[0] != ids[0].split(":")[0]
+
+
+@pytest.mark.parametrize(("stream", "request_id"), [("7", 7), ("req-a", "req-a"), ("007", "007")])
+async def test_a_refusal_carries_the_request_id(
+    client: httpx.AsyncClient, stream: str, request_id: int | str
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        old = await store_all(store, stream, [None, note(1), answer(7)])
+        await store_all(store, stream, [None])  # the request id reused: a new generation
+        sent = Sent()
+        assert await store.replay_events_after(old[1], sent) is None
+    assert reason_of(sent.refusal) == ("reset", "superseded")
+    assert sent.refusal.id == request_id
+    wire = sent.refusal.model_dump(by_alias=True)
+    assert wire["id"] == request_id
+
+
+async def test_a_refusal_of_another_sessions_token_names_its_request(
+    client: httpx.AsyncClient,
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        theirs = await store_all(store, "3", [None, note(1)])
+    with session_scope("B"):
+        sent = Sent()
+        assert await store.replay_events_after(theirs[0], sent) is None
+    assert (reason_of(sent.refusal), sent.refusal.id) == (("invalid", "cross_session"), 3)
+
+
+async def test_a_multi_mib_result_is_stored_in_parts_and_replayed_whole(
+    client: httpx.AsyncClient,
+) -> None:
+    log = EventLogClient(http=client)
+    store = EventLogEventStore(client=log, page_limit=2)
+    result = big_result(9, mib=5.5)
+    with session_scope("A"):
+        ids = await store_all(store, "9", [None, note(1), result])
+        sent = Sent()
+        assert await store.replay_events_after(ids[1], sent) == "9"
+    assert [(e.event_id, e.message) for e in sent.events] == [(ids[2], result)]
+    assert store.failed_stores == 0
+    token, _, last = ids[2].rpartition(":")
+    stored = [e async for e in log.events_after(token, 0)]
+    parts = [e for e in stored if e.event and e.event.startswith("message-part")]
+    assert len(parts) == int(last) - 2 >= 6
+    assert all(len(e.data.encode()) <= 1024 * 1024 for e in parts)
+    assert parts[0].event == f"message-part 1/{len(parts)}"
+
+
+async def test_a_replay_never_starts_inside_a_split_message(client: httpx.AsyncClient) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client), max_event_bytes=1000)
+    with session_scope("A"):
+        ids = await store_all(store, "4", [None, big_result(4, mib=0.01)])
+        token = ids[0].split(":")[0]
+        sent = Sent()
+        assert await store.replay_events_after(f"{token}:2", sent) is None
+    assert (reason_of(sent.refusal), sent.refusal.id) == (("invalid", "mid_message"), 4)
+
+
+async def test_a_refused_append_is_sent_live_counted_and_never_resumed(
+    database_url: str,
+) -> None:
+    async with app_client(make_settings(database_url, max_event_bytes=4096)) as http:
+        log = EventLogClient(http=http)
+        store = EventLogEventStore(client=log)
+        with session_scope("A"):
+            first = await store_all(store, "5", [None, note(1)])
+            failed = await store.store_event("5", big_result(5, mib=0.01))
+            assert failed.split(":")[0] == first[0].split(":")[0]
+            assert (store.failed_stores, store.failures["event_too_large"]) == (1, 1)
+            after = await store.store_event("6", note(1))  # the session goes on
+            assert after.endswith(":1")
+            for token in (first[0], first[1], failed):
+                sent = Sent()
+                assert await store.replay_events_after(token, sent) is None
+                assert reason_of(sent.refusal) == ("reset", "store_failed")
+                assert sent.refusal.id == 5
+
+
+class Outage(httpx.AsyncBaseTransport):
+    """The service as a transport that can be cut off (connection refused) and restored."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.down = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("connection refused", request=request)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_an_unreachable_service_never_takes_the_session_down(settings: Settings) -> None:
+    async with started_app(settings) as (app, _client):
+        outage = Outage(httpx.ASGITransport(app=app))
+        http = httpx.AsyncClient(transport=outage, base_url="http://eventlog.test")
+        log = EventLogClient(http=http, retry=RetryPolicy(attempts=2, base_delay=0.001))
+        store = EventLogEventStore(client=log, outage_seconds=0.0)
+        with session_scope("A"):
+            before = await store_all(store, "1", [None, note(1)])
+            outage.down = True
+            lost = await store.store_event("1", note(2))
+            unopened = await store.store_event("2", None)
+            assert store.failures == {"unreachable": 2}
+            outage.down = False
+            later = await store.store_event("1", note(3))
+            assert later.split(":")[0] not in (before[0].split(":")[0], lost.split(":")[0])
+            for token in (before[1], lost, unopened):
+                sent = Sent()
+                assert await store.replay_events_after(token, sent) is None
+                assert reason_of(sent.refusal) == ("reset", "store_failed")
+            resumed = Sent()
+            assert await store.replay_events_after(later, resumed) == "1"
+            assert resumed.events == []
+        # A store that never saw the failure: the service itself refuses the old token.
+        fresh = EventLogEventStore(client=log)
+        with session_scope("A"):
+            sent = Sent()
+            assert await fresh.replay_events_after(before[1], sent) is None
+        assert reason_of(sent.refusal) == ("reset", "superseded")
+
+
+async def test_after_an_outage_stores_fail_fast_for_a_while(client: httpx.AsyncClient) -> None:
+    log = EventLogClient("http://127.0.0.1:1", retry=RetryPolicy(attempts=1))
+    store = EventLogEventStore(client=log, outage_seconds=60.0)
+    with session_scope("A"):
+        await store.store_event("1", note(1))
+        await store.store_event("1", note(2))
+    assert store.failures == {"unreachable": 1, "outage": 1}
+    await log.aclose()
+
+
+async def test_a_message_over_the_stores_limit_is_sent_live_and_never_resumed(
+    client: httpx.AsyncClient,
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client), max_message_bytes=10_000)
+    with session_scope("A"):
+        first = await store.store_event("3", note(1))
+        await store.store_event("3", big_result(3, mib=0.02))
+        sent = Sent()
+        assert await store.replay_events_after(first, sent) is None
+    assert store.failures == {"message_too_large": 1}
+    assert reason_of(sent.refusal) == ("reset", "store_failed")

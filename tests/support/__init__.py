@@ -1,1 +1,2 @@
-"""Helpers the tests share: databases, app clients, server processes, reference models."""
+"""Helpers the tests share (databases, app clients, server processes, transports,
+reference models); not test modules."""

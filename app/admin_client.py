@@ -1,26 +1,36 @@
 """A small async client for the admin API, used by `mcp-eventlog admin`.
 
-It returns the service's JSON as plain dicts (the CLI prints them as tables or as they
-are). It speaks through the writer client's `ServiceConnection`, so a refusal is the same
-`EventLogError` (with the problem's `code`), and an unreachable service is
-`ServiceUnreachable` (status 0).
+It lives in the service, not in the client package (`clients/python`): the service never
+depends on that package at run time. It returns the service's JSON as plain dicts (the CLI
+prints them as tables or as they are). A refusal is an `AdminError` with the problem's
+`code`; an unreachable service is an `AdminError` with status 0 and code `unreachable`.
+Admin reads are never retried: an operator sees a failure at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from app.client.connection import ServiceConnection
-
 DEFAULT_URL = "http://127.0.0.1:8080"
 PREFIX = "/admin/v1"
 
 
+class AdminError(Exception):
+    """A request the service refused (`status`, problem `code`) or could not answer (0)."""
+
+    def __init__(self, status: int, code: str, detail: str) -> None:
+        super().__init__(f"{status} {code}: {detail}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
 class AdminClient:
-    """The admin API over HTTP, with a bearer key."""
+    """The admin API over HTTP, with a bearer key (never the writer's `EVENTLOG_KEY`)."""
 
     def __init__(
         self,
@@ -30,10 +40,9 @@ class AdminClient:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
     ) -> None:
-        # `key=""` when none is given: an admin call must never borrow the writer's
-        # EVENTLOG_KEY, which the connection would otherwise read from the environment.
+        self._base = url.rstrip("/") + PREFIX
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
-        self._connection = ServiceConnection(url, key or "", http=self._http)
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -105,8 +114,22 @@ class AdminClient:
         json: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        # Admin reads are not retried: an operator sees the failure at once.
-        body: dict[str, Any] = await self._connection.request(
-            method, PREFIX + path, params=query, json=json, retry=False
-        )
+        try:
+            response = await self._http.request(
+                method, self._base + path, params=query, json=json, headers=self._headers
+            )
+        except httpx.TransportError as error:
+            raise AdminError(0, "unreachable", str(error) or type(error).__name__) from error
+        if not response.is_success:
+            raise _refusal(response)
+        body: dict[str, Any] = response.json()
         return body
+
+
+def _refusal(response: httpx.Response) -> AdminError:
+    body: Any = None
+    with contextlib.suppress(ValueError):
+        body = response.json()
+    if isinstance(body, dict) and isinstance(body.get("code"), str):
+        return AdminError(response.status_code, body["code"], str(body.get("detail") or ""))
+    return AdminError(response.status_code, "http_error", response.text[:200])

@@ -1,10 +1,11 @@
 """An MCP server (the SDK's `MCPServer` over streamable HTTP) using `EventLogEventStore`.
 
-Run as `python -m tests.mcp.mcp_server --port P --eventlog URL [--max-events N]` by the
-end-to-end tests. Its `progress` tool streams progress notifications, may close its SSE
-stream mid-way (the SDK's server-initiated disconnect) and may pause on a gate. Gates are
-opened by the tests with `POST /test/gates/{name}`, so every ordering a test needs is
-awaited, never slept for.
+Run as `python -m tests.support.mcp_server --port P --eventlog URL [--max-events N]
+[--store-max-event-bytes B]` by the end-to-end tests. Its `progress` tool streams progress
+notifications, may close its SSE stream mid-way (the SDK's server-initiated disconnect),
+may pause on a gate, and may send a padded step or a large result. Gates are opened by the
+tests with `POST /test/gates/{name}`, so every ordering a test needs is awaited, never
+slept for. `GET /test/store-failures` answers the store's failure counter.
 
 `replay_after` holds this session's replays until a gate opens: `"done"` means until the
 tool's response is stored. That keeps the SDK's own window between replaying and
@@ -22,11 +23,10 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventId, StreamId
+from mcp_eventlog_client.mcp import EventLogEventStore, current_scope
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-
-from app.mcp import EventLogEventStore, current_scope
 
 gates: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
 replay_gate: dict[str, str] = {}  # session scope -> the gate its replays wait for
@@ -70,12 +70,16 @@ async def progress(
     close_on_gate: bool = False,
     tag: str = "",
     replay_after: str = "",
+    pad: int = 0,
+    pad_at: int = 0,
+    result_bytes: int = 0,
 ) -> str:
-    """Report progress 1..n, then return.
+    """Report progress 1..n, then return (with `result_bytes`, a text of that size).
 
     After step `close_at` the SSE stream is closed. After step `pause_at` the tool waits for
     the gate `<tag>:continue`; with `close_on_gate` it first waits for `<tag>:close` and
     closes the stream then. `replay_after` holds this session's replays (see the module).
+    The message of step `pad_at` carries `pad` more characters.
     """
     scope = current_scope() or ""
     if replay_after == "done":
@@ -83,7 +87,8 @@ async def progress(
     elif replay_after:
         replay_gate[scope] = replay_after
     for step in range(1, n + 1):
-        await ctx.report_progress(step, n, f"step {step}")
+        padding = "x" * pad if step == pad_at else ""
+        await ctx.report_progress(step, n, f"step {step}{padding}")
         if step == close_at:
             await ctx.close_sse_stream()
         if step == pause_at:
@@ -91,7 +96,13 @@ async def progress(
                 await _wait(f"{tag}:close")
                 await ctx.close_sse_stream()
             await _wait(f"{tag}:continue")
-    return f"counted to {n}"
+    return result_text(result_bytes) if result_bytes else f"counted to {n}"
+
+
+def result_text(size: int) -> str:
+    """A large tool result: `size` characters, some of them outside ASCII."""
+    line = "result line ✓ 0123456789 abcdefghijklmnopqrstuvwxyz\n"
+    return (line * (size // len(line) + 1))[:size]
 
 
 @server.custom_route("/test/gates/{name}", methods=["POST"])
@@ -101,16 +112,29 @@ async def open_gate(request: Request) -> Response:
     return JSONResponse({"opened": request.path_params["name"]})
 
 
+@server.custom_route("/test/store-failures", methods=["GET"])
+async def store_failures(request: Request) -> Response:
+    """The store's failure counter (`EventLogEventStore.failures`)."""
+    return JSONResponse(dict(store.failures) if store is not None else {})
+
+
+store: GatedStore | None = None
+
+
 def main() -> None:
     """Serve on 127.0.0.1 with the event store pointing at `--eventlog`."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--eventlog", required=True)
     parser.add_argument("--max-events", type=int, default=None)
+    parser.add_argument("--store-max-event-bytes", type=int, default=1024 * 1024)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    store = GatedStore(args.eventlog, max_events=args.max_events)
+    global store
+    store = GatedStore(
+        args.eventlog, max_events=args.max_events, max_event_bytes=args.store_max_event_bytes
+    )
     app = store.asgi_app(
         server.streamable_http_app(event_store=store, retry_interval=10, host="127.0.0.1")
     )

@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 import httpx
 
-from app.client.connection import RetryPolicy, ServiceConnection
-from app.client.models import (
+from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
+from mcp_eventlog_client.models import (
     AppendResult,
     EventPage,
     Generation,
@@ -31,7 +31,7 @@ class EventLogClient:
     """A typed async client for the writer API (`/v1`).
 
     Refusals raise the `EventLogError` subclass of their problem code (see
-    `app.client.errors`). What is retried (transport errors, 5xx) is only what is safe:
+    `mcp_eventlog_client.errors`). What is retried (transport errors, 5xx) is only what is safe:
     appends that carry `first_seq` (a repeat is answered 200 `duplicate`, nothing is stored
     twice), resume and reads. Opening a generation is never retried: a repeat would open a
     second one and supersede the first.

@@ -53,21 +53,30 @@ def _wait_ready(url: str, child: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def eventlog_service(database_url: str, workdir: Path) -> Iterator[str]:
-    """`python -m app serve` on a free port; yields its base URL."""
-    port = free_port()
+def eventlog_service(database_url: str, workdir: Path, port: int | None = None) -> Iterator[str]:
+    """`python -m app serve` on `port` (default: a free one); yields its base URL."""
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     env = {"EVENTLOG_DATABASE_URL": database_url, "EVENTLOG_MIGRATE_ON_START": "true"}
     args = ["-m", "app", "serve", "--port", str(port)]
-    with process(args, env, workdir / f"eventlog-{port}.log", f"{url}/healthz"):
+    log = workdir / f"eventlog-{port}-{time.monotonic_ns()}.log"
+    with process(args, env, log, f"{url}/healthz"):
         yield url
 
 
 @contextmanager
 def mcp_server(eventlog_url: str, workdir: Path, *extra: str) -> Iterator[str]:
-    """The test MCP server (`tests.mcp.mcp_server`); yields its base URL."""
+    """The test MCP server (`tests.support.mcp_server`); yields its base URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    args = ["-m", "tests.mcp.mcp_server", "--port", str(port), "--eventlog", eventlog_url, *extra]
+    args = [
+        "-m",
+        "tests.support.mcp_server",
+        "--port",
+        str(port),
+        "--eventlog",
+        eventlog_url,
+        *extra,
+    ]
     with process(args, {}, workdir / f"mcp-{port}.log", url):
         yield url

@@ -1,10 +1,11 @@
 """How an MCP session's SDK stream is named as a stream of the service.
 
-A service stream id is `mcp.<scope>.<sdk stream, escaped>`: `<scope>` is the random key of
-one MCP session in this process (see `app.mcp.scope`), the SDK stream is the request id (or
-`_GET_stream`) the SDK names the stream by. Escaping keeps the id within the contract's
-alphabet and is reversible, so a resume answer's `stream_id` tells which session and which
-SDK stream a token belongs to.
+A service stream id is `mcp.<scope>.<sdk stream, escaped>`: `<scope>` is the random key
+of one MCP session in this process (see `mcp_eventlog_client.mcp.scope`), the SDK stream
+is the request id (or `_GET_stream`) the SDK names the stream by. Escaping keeps the id
+within the contract's alphabet and is reversible, so a resume answer's `stream_id` tells
+which session and which SDK stream a token belongs to. The scheme is documented, for both
+the Python and the TypeScript store, in `docs/stream-names.md`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.domain.decision import Verdict
+from mcp_eventlog_client.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)

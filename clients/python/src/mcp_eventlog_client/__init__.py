@@ -1,7 +1,7 @@
 """A typed async client for the event-log service.
 
 ```python
-from app.client import EventLogClient, NewEvent
+from mcp_eventlog_client import EventLogClient, NewEvent
 
 async with EventLogClient("http://127.0.0.1:8080") as log:
     generation = await log.open_generation("sess-1.req-7")
@@ -10,8 +10,8 @@ async with EventLogClient("http://127.0.0.1:8080") as log:
 ```
 """
 
-from app.client.connection import RetryPolicy, ServiceConnection
-from app.client.errors import (
+from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
+from mcp_eventlog_client.errors import (
     BatchTooLarge,
     BeyondTail,
     BodyTimeout,
@@ -38,7 +38,7 @@ from app.client.errors import (
     ValidationFailed,
     error_for,
 )
-from app.client.models import (
+from mcp_eventlog_client.models import (
     AppendResult,
     EventPage,
     Generation,
@@ -47,8 +47,8 @@ from app.client.models import (
     StoredEvent,
     StreamView,
 )
-from app.client.writer import EventLogClient
-from app.domain.decision import Verdict
+from mcp_eventlog_client.verdict import Verdict
+from mcp_eventlog_client.writer import EventLogClient
 
 __all__ = [
     "AppendResult",

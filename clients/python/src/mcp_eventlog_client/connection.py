@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import httpx
 
-from app.client.errors import ServiceUnreachable, error_from_response
+from mcp_eventlog_client.errors import ServiceUnreachable, error_from_response
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 

@@ -1,0 +1,56 @@
+"""What a client is sent when its resume is refused: a JSON-RPC error for its request.
+
+The SDK cannot tell a client to discard its state, and both official clients wait forever
+on a resumption that sends nothing, so a refused resume fails the request visibly (to be
+re-issued): an error `RESUME_REFUSED` (-32010) whose `data` carries the verdict and reason.
+
+Its `id` is the request's: the SDK names a request's stream by `str(request id)`, so the
+stream a token belongs to gives it back. The TypeScript SDK's client (1.32.x) rejects an
+error whose id is `null` (its schema wants a string or a number) and matches responses by
+`Number(id)`; the Python SDK's client (2.3.0) replaces the id of any response on a
+resumption stream with the id of the request it resumes. A decimal id is sent as a number
+(both official clients number their requests), any other as the string it is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, StreamId
+from mcp_types import ErrorData, JSONRPCError
+
+RESUME_REFUSED: Final = -32010
+"""JSON-RPC error code (implementation-defined range) of a refused resume."""
+
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,17})")
+
+
+def request_id_of(sdk_stream: StreamId | None) -> int | str | None:
+    """The JSON-RPC id of the request whose stream the SDK names `sdk_stream`."""
+    if sdk_stream is None:
+        return None
+    return int(sdk_stream) if _DECIMAL.fullmatch(sdk_stream) else sdk_stream
+
+
+async def refuse(
+    send_callback: EventCallback,
+    sdk_stream: StreamId | None,
+    verdict: str,
+    reason: str,
+    detail: str,
+) -> None:
+    """Fail the request of `sdk_stream`: an unstored error event (no id to resume from).
+
+    On the standalone GET stream no request waits: there is nobody to fail, and nothing
+    is sent.
+    """
+    if sdk_stream == GET_STREAM_KEY:
+        return
+    error = ErrorData(
+        code=RESUME_REFUSED,
+        message=f"cannot resume ({verdict}: {reason}); discard partial output and re-issue",
+        data={"verdict": str(verdict), "reason": reason, "detail": detail},
+    )
+    message = JSONRPCError(jsonrpc="2.0", id=request_id_of(sdk_stream), error=error)
+    await send_callback(EventMessage(message))

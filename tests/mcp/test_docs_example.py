@@ -1,0 +1,66 @@
+"""The server example of docs/clients-python.md runs as written, against a service process."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.mcp.conftest import Deployment
+from tests.support.processes import REPO, free_port
+from tests.support.running import process
+
+pytestmark = pytest.mark.process
+
+DOC = REPO / "docs" / "clients-python.md"
+
+
+def example() -> str:
+    """The first Python block after the heading 'A server in …'."""
+    section = DOC.read_text().split("## A server in ", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    return match.group(1)
+
+
+def test_the_example_is_at_most_15_lines() -> None:
+    heading = DOC.read_text().split("## A server in ", 1)[1].split(" ", 1)[0]
+    lines = example().strip().splitlines()
+    assert len(lines) == int(heading) <= 15
+
+
+async def test_the_example_serves_and_stores(deployment: Deployment, tmp_path: Path) -> None:
+    port = free_port()
+    source = example()
+    assert "port=8000" in source
+    script = tmp_path / "server.py"
+    script.write_text(source.replace("port=8000", f"port={port}"))
+    env = {"EVENTLOG_URL": deployment.eventlog}
+    url = f"http://127.0.0.1:{port}"
+    steps: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        steps.append(progress)
+
+    with process([str(script)], env, tmp_path / "server.log", url):
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool(
+                "build_report", {"pages": 3}, progress_callback=on_progress
+            )
+    content = result.content[0]
+    assert isinstance(content, types.TextContent)
+    assert (content.text, steps) == ("3 pages", [1, 2, 3])
+    async with httpx.AsyncClient(base_url=deployment.eventlog) as admin:
+        listed = (await admin.get("/admin/v1/streams", params={"prefix": "mcp."})).json()
+    assert len(listed["streams"]) >= 1

@@ -1,0 +1,121 @@
+"""Drive the official TypeScript MCP client (`tests/support/ts_client/client.mjs`) from pytest.
+
+`ensure_ts_client()` installs the harness's locked npm dependencies (`npm ci`) when they are
+missing, so a fresh clone works; without Node it skips, except under `CI=true`.
+`ts_client(url, program)` runs the harness as a process and reads the JSON lines it prints
+as they come, so a test can wait for a moment of the call (a token, a progress step) and
+act on the servers then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+HARNESS = Path(__file__).resolve().parent / "ts_client"
+SDK_VERSION = "1.32.2"
+Line = dict[str, Any]
+
+
+def ensure_ts_client() -> str:
+    """The path of `node`, with the harness's dependencies installed (`npm ci`)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Node and npm are required (CI=true) for the TypeScript client tests")
+        pytest.skip("no node/npm: the TypeScript client tests need them")
+    installed = HARNESS / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+    if not installed.exists() or json.loads(installed.read_text())["version"] != SDK_VERSION:
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=HARNESS,
+            check=True,
+            timeout=300,
+        )
+    return node
+
+
+class TsClient:
+    """The harness's output so far, line by line, and a way to wait for a line."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.lines: list[Line] = []
+        self.stderr = b""
+        self.closed = False
+        self._changed = anyio.Event()
+
+    def of(self, op: int, event: str) -> list[Line]:
+        """The lines of operation `op` with this event."""
+        return [line for line in self.lines if line["op"] == op and line["event"] == event]
+
+    async def until(self, check: Callable[[TsClient], bool], within: float = 30.0) -> None:
+        """Wait until `check(self)` holds (the harness's output is awaited, never polled)."""
+        with anyio.fail_after(within):
+            while not check(self):
+                if self.closed:
+                    raise AssertionError(f"the TS client ended: {self.lines}\n{self.stderr!r}")
+                await self._changed.wait()
+
+    async def go_on(self) -> None:
+        """Let a `wait` operation go on."""
+        assert self.process.stdin is not None
+        await self.process.stdin.send(b"go\n")
+
+    async def finished(self, within: float = 60.0) -> list[Line]:
+        """Every line, once the harness has exited."""
+        await self.until(lambda c: any(line["event"] == "exit" for line in c.lines), within)
+        return self.lines
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        buffer = b""
+        async for chunk in self.process.stdout:
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            for raw in complete:
+                self.lines.append(json.loads(raw))
+            self._changed.set()
+            self._changed = anyio.Event()
+        self.closed = True
+        self._changed.set()
+
+    async def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        async for chunk in self.process.stderr:
+            self.stderr += chunk
+
+
+@asynccontextmanager
+async def ts_client(url: str, program: list[dict[str, Any]]) -> AsyncIterator[TsClient]:
+    """Run the harness against the MCP server at `url` (its `/mcp` endpoint)."""
+    node = ensure_ts_client()
+    args = [node, str(HARNESS / "client.mjs"), f"{url}/mcp", json.dumps(program)]
+    async with await anyio.open_process(args, cwd=HARNESS) as process:
+        client = TsClient(process)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client._read)
+            tasks.start_soon(client._read_stderr)
+            try:
+                yield client
+            except BaseException:
+                process.kill()
+                raise
+            finally:
+                with anyio.move_on_after(10):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                tasks.cancel_scope.cancel()
+        if process.returncode not in (0, None, -9):
+            raise AssertionError(f"the TS client failed:\n{client.stderr.decode()}")
