@@ -17,6 +17,7 @@ from app.api.logs import RequestLogMiddleware
 from app.api.media import require_json_body
 from app.api.metrics import Metrics, RequestMetricsMiddleware
 from app.api.problems import install_problem_handlers
+from app.console.router import router as console_router
 from app.service.admin import AdminService
 from app.service.audit import DecisionAudit
 from app.service.eventlog import EventLogService
@@ -98,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(writer.router, dependencies=[Depends(require_json_body)])
     app.include_router(admin.router, dependencies=[Depends(require_json_body)])
+    app.include_router(console_router)
     return app
 
 
