@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
+import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +20,8 @@ from app.console.router import CONTENT_SECURITY_POLICY, assets
 from tests.conftest import app_client
 from tests.operators import ADMIN, keyed_settings
 
-STATIC = Path(__file__).resolve().parents[2] / "app" / "console" / "static"
+REPO = Path(__file__).resolve().parents[2]
+STATIC = REPO / "app" / "console" / "static"
 
 
 @pytest.fixture
@@ -157,3 +161,19 @@ def test_no_module_turns_a_string_into_markup_or_code() -> None:
         if name.endswith(".js"):
             found = forbidden.findall(asset.body.decode())
             assert not found, f"{name} uses {found}"
+
+
+def test_the_wheel_ships_every_console_file(tmp_path: Path) -> None:
+    """Built from a copy of the sources, as `pip install` would build it (package data)."""
+    source = tmp_path / "source"
+    shutil.copytree(REPO / "app", source / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet"]
+    command += ["--disable-pip-version-check", "-w", str(tmp_path / "dist"), str(source)]
+    built = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n.removeprefix("app/console/static/") for n in archive.namelist()}
+    assert set(assets()) <= shipped
