@@ -91,11 +91,20 @@ def shoot(page: Page, name: str, *, full_page: bool = True) -> None:
     print(f"  {path.relative_to(REPO)}")
 
 
+def shoot_top(page: Page, name: str, height: int = 1300) -> None:
+    """Save the top of a long page (its first rows show what the rest looks like)."""
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": height})
+    shoot(page, name, full_page=False)
+    page.set_viewport_size(VIEWPORT)
+
+
 def views(page: Page, base: str, seeded: Seeded) -> None:
     """Visit each view, wait for its content, and save it."""
     page.goto(f"{base}/admin/ui/")
     page.wait_for_selector("#login")
-    page.fill("#admin-key", "••••")
+    page.fill("#admin-key", "a-key-that-was-rotated-away")
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("#login-status [role=alert]")
     shoot(page, "login", full_page=False)
     page.fill("#admin-key", ADMIN)
     page.click("#login button[type=submit]")
@@ -122,7 +131,7 @@ def views(page: Page, base: str, seeded: Seeded) -> None:
 
     page.goto(f"{base}/admin/ui/#/generations/{second}")
     page.wait_for_selector("#view-generation table")
-    shoot(page, "generation")
+    shoot_top(page, "generation")
 
     first = seeded.chain(chain)[0]
     page.goto(f"{base}/admin/ui/#/explain?id={first}:118&stream={chain}")
@@ -135,7 +144,7 @@ def views(page: Page, base: str, seeded: Seeded) -> None:
 
     page.goto(f"{base}/admin/ui/#/decisions?limit=1000")
     page.wait_for_selector("#verdict-chart")
-    shoot(page, "decisions")
+    shoot_top(page, "decisions")
 
     page.goto(f"{base}/admin/ui/#/stats")
     page.wait_for_selector("#verdict-bars")

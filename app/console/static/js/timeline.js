@@ -19,7 +19,7 @@ const TOP = 34;
 
 export const STATE_FILL = { live: '#1c7ed6', terminal: '#5f3dc4', superseded: '#868e96', expired: 'none' };
 
-export function timeline(generations, { onOpen }) {
+export function timeline(generations, { onOpen, shown = null }) {
   const maxTail = Math.max(1, ...generations.map((g) => g.tail_seq));
   const x = (seq) => X0 + ((X1 - X0) * seq) / maxTail;
   const height = TOP + generations.length * ROW + 8;
@@ -41,6 +41,13 @@ export function timeline(generations, { onOpen }) {
     const j = g.supersedes === null ? undefined : rowOf.get(g.supersedes);
     if (j !== undefined) svg.append(chainLink(generations[j], g, x(generations[j].tail_seq), midY(j), midY(i)));
   });
+  if (shown) {
+    // The events on the page below: seqs shown[0]..shown[1], i.e. [first-1, last] on the axis.
+    const [first, last] = shown;
+    svg.append(
+      s('rect', { class: 'shown-window', x: x(first - 1) - 1, y: midY(0) - BAR / 2 - 5, width: Math.max(4, x(last) - x(first - 1) + 2), height: BAR + 10, rx: 3 }),
+    );
+  }
   return svg;
 }
 

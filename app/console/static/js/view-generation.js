@@ -3,7 +3,8 @@
 import { terminate } from './actions.js';
 import { ApiError, api } from './api.js';
 import { h, link, notice, pageHeader, route, table } from './dom.js';
-import { ago, bytes, mono, num, stateBadge, time } from './format.js';
+import { ago, bytes, mono, num, state, stateBadge, time } from './format.js';
+import { legend, timeline } from './timeline.js';
 import { tile } from './view-stream.js';
 
 const PAGE = 25;
@@ -18,7 +19,7 @@ export async function generationView([token], query, { rerender }) {
     g.tail_seq
       ? h('a', { class: 'button', href: route('explain', { id: `${g.generation}:${g.tail_seq}`, stream: g.stream_id, tenant: g.tenant }) }, 'Explain the tail id')
       : null,
-    !g.terminal && !g.expired
+    state(g) === 'live' // superseded ones are fenced already; nothing to stop
       ? h('button', { class: 'button danger', type: 'button', id: 'terminate', onclick: async () => (await terminate(g)) && rerender() }, 'Terminate…')
       : null,
   ];
@@ -38,28 +39,36 @@ export async function generationView([token], query, { rerender }) {
       tile(g.expired ? 'Expired' : 'Expires', g.expired ? ago(g.expired_at) : ago(g.expires_at), time(g.expired ? g.expired_at : g.expires_at)),
       tile('Supersedes', g.supersedes ? mono(g.supersedes.slice(0, 8) + '…') : '—', g.superseded ? `superseded ${ago(g.superseded_at)}` : 'not superseded'),
     ),
-    await events(g, after, start, goto),
+    ...(await events(g, after, start, goto)),
   );
 }
 
 async function events(g, after, start, goto) {
   const title = h('div', { class: 'card-title' }, h('h2', {}, 'Events'));
+  const picture = (shown) =>
+    h(
+      'div',
+      { class: 'card' },
+      h('div', { class: 'card-title' }, h('h2', {}, 'Seq range'), h('span', { class: 'muted' }, shown ? `The outlined part is the page below (seq ${num(shown[0])}–${num(shown[1])}).` : '')),
+      timeline([g], { onOpen: () => {}, shown }),
+      legend(),
+    );
   if (g.expired) {
-    return h('div', { class: 'card' }, title, notice('info', 'This generation is a tombstone: its events were purged. Resumes of its ids are answered reset/expired.'));
+    return [picture(null), h('div', { class: 'card' }, title, notice('info', 'This generation is a tombstone: its events were purged. Resumes of its ids are answered reset/expired.'))];
   }
-  if (g.tail_seq === 0) return h('div', { class: 'card' }, title, h('p', { class: 'empty' }, 'No events yet.'));
+  if (g.tail_seq === 0) return [picture(null), h('div', { class: 'card' }, title, h('p', { class: 'empty' }, 'No events yet.'))];
   let page;
   try {
     page = await api(`generations/${encodeURIComponent(g.generation)}/events`, { params: { after, limit: PAGE } });
   } catch (error) {
     if (error instanceof ApiError && (error.status === 410 || error.status === 409)) {
-      return h(
+      return [picture(null), h(
         'div',
         { class: 'card' },
         title,
         notice('error', `${error.status} ${error.code}: ${error.message} `),
         h('a', { class: 'button', href: goto(start) }, 'Go to the oldest retained event'),
-      );
+      )];
     }
     throw error;
   }
@@ -79,7 +88,7 @@ async function events(g, after, start, goto) {
     page.next_after !== null ? h('a', { class: 'button', id: 'next-events', href: goto(page.next_after) }, 'Next →') : null,
     page.next_after !== null ? h('a', { class: 'button', href: goto(Math.max(start, g.tail_seq - PAGE)) }, 'Newest ⇥') : null,
   );
-  return h(
+  return [picture(first ? [first, last] : null), h(
     'div',
     { class: 'card' },
     h('div', { class: 'card-title' }, h('h2', {}, 'Events'), form),
@@ -94,5 +103,5 @@ async function events(g, after, start, goto) {
       { empty: 'No events after this seq.' },
     ),
     pager,
-  );
+  )];
 }
