@@ -45,10 +45,10 @@ async function render() {
     return;
   }
   const [match, , view] = found;
-  const args = match.slice(1).map(decodeURIComponent);
   main.setAttribute('aria-busy', 'true');
   let content;
   try {
+    const args = match.slice(1).map(decodeURIComponent); // throws on a malformed escape
     content = await view(args, query, { rerender: render });
   } catch (error) {
     content = failure(error);
