@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick clean
+.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick clean test-tools screenshots
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,21 @@ bench: $(STAMP)  ## the benchmarks (under 10 min): table on stdout, JSON + PNG i
 
 bench-quick: $(STAMP)  ## the same at small sizes (under a minute; CI's smoke run, never asserts times)
 	$(BIN)/python -m bench --quick
+
+# Debian's Chromium (the console's browser tests, `make screenshots`) with a font, and
+# promtool (the alert rules' tests), taken out of Debian's prometheus package into
+# .venv/tools so that no Prometheus server is installed. apt needs root.
+PROMTOOL := $(VENV)/tools/usr/bin/promtool
+
+test-tools:  ## Chromium and promtool for the console and monitoring tests (apt; root)
+	command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y --no-install-recommends chromium fonts-dejavu-core; }
+	command -v promtool >/dev/null || test -x $(PROMTOOL) || { mkdir -p $(VENV)/tools && cd $(VENV)/tools \
+		&& { apt-get download prometheus || { apt-get update && apt-get download prometheus; }; } \
+		&& dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb; }
+
+screenshots: $(STAMP)  ## PNGs of each console view into docs/images/ (needs make test-tools)
+	$(BIN)/python -m tests.support.screenshots
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,7 @@ from app.api.logs import RequestLogMiddleware
 from app.api.media import require_json_body
 from app.api.metrics import Metrics, RequestMetricsMiddleware
 from app.api.problems import install_problem_handlers
+from app.console.router import router as console_router
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(writer.router, dependencies=[Depends(require_json_body)])
     app.include_router(admin.router, dependencies=[Depends(require_json_body)])
+    app.include_router(console_router)
     return app
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.domain.append import Refusal
@@ -55,6 +55,12 @@ class Metrics(Observer):
         self.retention_runs = Counter(
             "eventlog_retention_runs", "Retention passes", ["outcome"], registry=r
         )
+        # For the alert "retention stopped": a pass that fails or hangs never sets it.
+        self.retention_last_run = Gauge(
+            "eventlog_retention_last_run_timestamp_seconds",
+            "Unix time the last retention pass that ran in this process ended (0: none yet)",
+            registry=r,
+        )
         self.expired_generations = Counter(
             "eventlog_expired_generations", "Generations made tombstones", ["why"], registry=r
         )
@@ -91,6 +97,8 @@ class Metrics(Observer):
     def retention_ran(self, report: RetentionPass) -> None:
         """Count a retention pass and what it removed."""
         self.retention_runs.labels("ran" if report.ran else "skipped_locked").inc()
+        if report.ran:
+            self.retention_last_run.set_to_current_time()
         self.expired_generations.labels("ttl").inc(report.expired)
         self.expired_generations.labels("cap").inc(report.capped)
         self.purged_events.inc(report.purged_events)
