@@ -1,4 +1,5 @@
-"""The server example of docs/clients-python.md runs as written, against a service process."""
+"""The server example of docs/clients-python.md (and the README) runs as written, against a
+service process."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ def example() -> str:
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert match is not None
     return match.group(1)
+
+
+def test_the_readme_shows_the_same_example() -> None:
+    readme = (REPO / "README.md").read_text().split("## Using it from an MCP server", 1)[1]
+    match = re.search(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert match is not None
+    assert match.group(1) == example()
 
 
 def test_the_example_is_at_most_15_lines() -> None:
