@@ -1,5 +1,6 @@
 /**
- * mcp-eventlog: a typed client for the event-log service.
+ * mcp-eventlog: a typed client for the event-log service, and an `EventStore` for the MCP
+ * TypeScript SDK that stores a session's SSE events in it and resumes only safely.
  *
  * ```ts
  * import { EventLogClient } from "mcp-eventlog";
@@ -29,6 +30,7 @@ export {
   ServiceConnection,
   type ServiceRequest,
 } from "./connection.js";
+export { MESSAGE_EVENT, PART_EVENT, PRIMING_EVENT } from "./encoding.js";
 export {
   BatchTooLarge,
   BeyondTail,
@@ -69,3 +71,16 @@ export type {
   Verdict,
 } from "./models.js";
 export { escapeSdkStream, MAX_STREAM_ID, type ParsedName, StreamNames, unescapeSdkStream } from "./names.js";
+export {
+  EventLogEventStore,
+  type EventLogEventStoreOptions,
+  GET_STREAM,
+  newStoreStats,
+  type Refusal,
+  refusalMessage,
+  RESUME_REFUSED,
+  ResumeRefused,
+  type StoreLogger,
+  type StoreStats,
+  UNSTORED_PREFIX,
+} from "./store.js";

@@ -10,7 +10,8 @@ export type Fault =
   | { readonly kind: "answer"; readonly status: number; readonly body: string; readonly headers?: Record<string, string> }
   | { readonly kind: "drop" }
   | { readonly kind: "lose-answer" }
-  | { readonly kind: "stall" };
+  | { readonly kind: "stall" }
+  | { readonly kind: "delay"; readonly ms: number };
 
 type Match = (method: string, path: string) => boolean;
 
@@ -80,6 +81,14 @@ export class FaultyProxy {
     this.requests.push({ method, path });
     const index = this.queue.findIndex((q) => q.match(method, path));
     const fault = index < 0 ? undefined : this.queue.splice(index, 1)[0]?.fault;
+    if (fault?.kind === "delay") {
+      setTimeout(() => this.forward(req, res, method, path, undefined), fault.ms);
+      return;
+    }
+    this.forward(req, res, method, path, fault);
+  }
+
+  private forward(req: IncomingMessage, res: ServerResponse, method: string, path: string, fault: Fault | undefined): void {
     if (fault?.kind === "drop") {
       req.socket.destroy();
       return;
