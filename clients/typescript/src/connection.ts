@@ -152,14 +152,22 @@ export class ServiceConnection {
 
 type Outcome =
   | { readonly kind: "answer"; readonly body: unknown }
-  | { readonly kind: "refused"; readonly error: EventLogError; readonly retryAfterMs?: number | undefined }
+  | {
+      readonly kind: "refused";
+      readonly error: EventLogError;
+      readonly retryAfterMs?: number | undefined;
+    }
   | { readonly kind: "unreachable"; readonly cause: unknown };
 
 function parseJson(status: number, text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
-    throw new InvalidResponse(status, InvalidResponse.code, `the answer is not JSON: ${text.slice(0, 200)}`);
+    throw new InvalidResponse(
+      status,
+      InvalidResponse.code,
+      `the answer is not JSON: ${text.slice(0, 200)}`,
+    );
   }
 }
 

@@ -41,7 +41,10 @@ export function encodeMessage(message: object, maxEventBytes: number): NewEvent[
     while (end < bytes.length && end > start && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1;
     if (end === start) throw new RangeError("maxEventBytes is smaller than one character");
     const last = end === bytes.length;
-    events.push({ data: decoder.decode(bytes.subarray(start, end)), event: last ? MESSAGE_EVENT : PART_EVENT });
+    events.push({
+      data: decoder.decode(bytes.subarray(start, end)),
+      event: last ? MESSAGE_EVENT : PART_EVENT,
+    });
     start = end;
   }
   return events;
@@ -76,7 +79,11 @@ export class MessageAssembler {
     const data = this.parts.length === 0 ? event.data : this.parts.join("") + event.data;
     this.parts = [];
     const message: unknown = JSON.parse(data);
-    if (typeof message !== "object" || message === null || (message as { jsonrpc?: unknown }).jsonrpc !== "2.0") {
+    if (
+      typeof message !== "object" ||
+      message === null ||
+      (message as { jsonrpc?: unknown }).jsonrpc !== "2.0"
+    ) {
       throw new SyntaxError(`event ${event.id} is not a JSON-RPC message`);
     }
     return { id: event.id, seq: event.seq, message };

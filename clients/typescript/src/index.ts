@@ -70,17 +70,18 @@ export type {
   StreamView,
   Verdict,
 } from "./models.js";
-export { escapeSdkStream, MAX_STREAM_ID, type ParsedName, StreamNames, unescapeSdkStream } from "./names.js";
+export {
+  escapeSdkStream,
+  MAX_STREAM_ID,
+  type ParsedName,
+  StreamNames,
+  unescapeSdkStream,
+} from "./names.js";
+export { type Refusal, refusalMessage, RESUME_REFUSED, ResumeRefused } from "./refusal.js";
+export { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
 export {
   EventLogEventStore,
   type EventLogEventStoreOptions,
   GET_STREAM,
-  newStoreStats,
-  type Refusal,
-  refusalMessage,
-  RESUME_REFUSED,
-  ResumeRefused,
-  type StoreLogger,
-  type StoreStats,
   UNSTORED_PREFIX,
 } from "./store.js";

@@ -24,11 +24,18 @@ import { EventLogClient } from "./client.js";
 import type { ConnectionOptions } from "./connection.js";
 import { encodeMessage, MessageAssembler } from "./encoding.js";
 import { EventLogError, isRecord, Superseded, TerminalGeneration } from "./errors.js";
-import type { GenerationReason, NewEvent, ResumeAnswer, Verdict } from "./models.js";
+import type { GenerationReason, NewEvent, ResumeAnswer } from "./models.js";
 import { StreamNames } from "./names.js";
-
-/** JSON-RPC error code (implementation-defined range) of a refused resume, as in Python. */
-export const RESUME_REFUSED = -32010;
+import {
+  CROSS_SESSION,
+  NOT_STORED,
+  type Refusal,
+  refusalMessage,
+  refusalOf,
+  ResumeRefused,
+  SHARED_STORE,
+} from "./refusal.js";
+import { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
 
 /** The SDK's name of the standalone (GET) stream of a session. */
 export const GET_STREAM = "_GET_stream";
@@ -41,56 +48,6 @@ const UNRESOLVED_STREAM = "eventlog:unresolved";
 /** The stream a refused resume's connection is registered under: nothing is ever sent to it. */
 const REFUSED_STREAM_PREFIX = "eventlog:refused:";
 const EVENT_ID = /^([A-Za-z0-9_-]+):(\d+)$/;
-
-/** Why a resume was refused: the service's verdict and reason, or `unavailable`. */
-export interface Refusal {
-  readonly verdict: Verdict | "unavailable";
-  readonly reason: string;
-  readonly detail: string;
-}
-
-/**
- * Thrown by `replayEventsAfter` when a refusal has no request to fail (the standalone GET
- * stream, a token of another session, an id the service does not know): the SDK answers the
- * client's GET with HTTP 500 and hands this error to the transport's `onerror`.
- */
-export class ResumeRefused extends Error {
-  constructor(
-    readonly lastEventId: string,
-    readonly refusal: Refusal,
-  ) {
-    super(`cannot resume ${lastEventId} (${refusal.verdict}: ${refusal.reason}): ${refusal.detail}`);
-    this.name = "ResumeRefused";
-  }
-}
-
-/** Where the store reports what clients can not see. `console` by default. */
-export interface StoreLogger {
-  info(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
-
-/** Counts a store keeps; pass one object to several stores to count a whole process. */
-export interface StoreStats {
-  /** Messages stored (priming events included). */
-  stored: number;
-  /** Messages that went out live but unstored: the service failed, refused or was paused. */
-  storeFailures: number;
-  /** `Last-Event-ID`s the SDK asked about. */
-  replays: number;
-  /** Of those, resumed. */
-  resumed: number;
-  /** Messages sent by resumes. */
-  replayedMessages: number;
-  /** Of the asked ids, refused (every verdict but resume, and the service unavailable). */
-  refused: number;
-}
-
-/** A fresh set of zero counts. */
-export function newStoreStats(): StoreStats {
-  return { stored: 0, storeFailures: 0, replays: 0, resumed: 0, replayedMessages: 0, refused: 0 };
-}
 
 /** Options of `EventLogEventStore`; every one has a default. */
 export interface EventLogEventStoreOptions extends ConnectionOptions {
@@ -251,7 +208,8 @@ export class EventLogEventStore implements EventStore {
   /** The SDK stream an event id belongs to (for the SDK's one-connection-per-stream check);
    *  undefined for an id that is not `<token>:<seq>` (the SDK answers 400). */
   async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
-    if (eventId.startsWith(UNSTORED_PREFIX)) return this.unstored.peek(eventId) ?? UNRESOLVED_STREAM;
+    if (eventId.startsWith(UNSTORED_PREFIX))
+      return this.unstored.peek(eventId) ?? UNRESOLVED_STREAM;
     const token = tokenOf(eventId);
     if (token === undefined) {
       this.stats.replays += 1;
@@ -414,7 +372,11 @@ export class EventLogEventStore implements EventStore {
     const id: unknown = message.id;
     if (typeof id === "string" || typeof id === "number") state.answered.add(id);
     const result: unknown = "result" in message ? message.result : undefined;
-    if (isRecord(result) && typeof result["protocolVersion"] === "string" && isRecord(result["serverInfo"])) {
+    if (
+      isRecord(result) &&
+      typeof result["protocolVersion"] === "string" &&
+      isRecord(result["serverInfo"])
+    ) {
       this.initializations += 1;
       if (this.initializations === 2) {
         this.logger.error(
@@ -425,7 +387,11 @@ export class EventLogEventStore implements EventStore {
     }
   }
 
-  private async write(sdkStream: StreamId, state: StreamState, message: JSONRPCMessage): Promise<EventId> {
+  private async write(
+    sdkStream: StreamId,
+    state: StreamState,
+    message: JSONRPCMessage,
+  ): Promise<EventId> {
     let events: NewEvent[];
     try {
       events = encodeMessage(message, this.maxEventBytes);
@@ -436,7 +402,12 @@ export class EventLogEventStore implements EventStore {
     const signal = AbortSignal.timeout(this.storeTimeoutMs);
     try {
       if (state.generation === undefined || state.broken) {
-        await this.open(sdkStream, state, signal, state.generation === undefined ? undefined : "reset");
+        await this.open(
+          sdkStream,
+          state,
+          signal,
+          state.generation === undefined ? undefined : "reset",
+        );
       }
       const ids = await this.append(sdkStream, state, events, signal);
       this.stats.stored += 1;
@@ -467,7 +438,10 @@ export class EventLogEventStore implements EventStore {
         `mcp-eventlog: generation ${state.generation} refused an append (${error.code}); opening a new one`,
       );
       await this.open(sdkStream, state, signal, "reset");
-      const result = await this.client.append(state.generation ?? "", events, { firstSeq: 1, signal });
+      const result = await this.client.append(state.generation ?? "", events, {
+        firstSeq: 1,
+        signal,
+      });
       state.nextSeq = 1 + events.length;
       return result.eventIds;
     }
@@ -479,13 +453,16 @@ export class EventLogEventStore implements EventStore {
     signal: AbortSignal,
     reason: GenerationReason | undefined,
   ): Promise<void> {
-    const generation = await this.client.openGeneration(await this.names.name(this.scope, sdkStream), {
-      reason,
-      producer: this.producer,
-      maxEvents: this.options.maxEvents,
-      ttlSeconds: this.options.ttlSeconds,
-      signal,
-    });
+    const generation = await this.client.openGeneration(
+      await this.names.name(this.scope, sdkStream),
+      {
+        reason,
+        producer: this.producer,
+        maxEvents: this.options.maxEvents,
+        ttlSeconds: this.options.ttlSeconds,
+        signal,
+      },
+    );
     state.generation = generation.token;
     state.nextSeq = 1;
     state.broken = false;
@@ -493,7 +470,12 @@ export class EventLogEventStore implements EventStore {
   }
 
   /** The id of a message that goes out unstored; spoils its stream (see the class). */
-  private unstoredId(sdkStream: StreamId, state: StreamState, detail: string, pause: boolean): EventId {
+  private unstoredId(
+    sdkStream: StreamId,
+    state: StreamState,
+    detail: string,
+    pause: boolean,
+  ): EventId {
     state.broken = true;
     if (state.generation !== undefined) {
       // Set again (not only flagged) so the mark survives even if the entry was forgotten.
@@ -511,49 +493,6 @@ export class EventLogEventStore implements EventStore {
     this.unstored.set(id, sdkStream);
     return id;
   }
-}
-
-const NOT_STORED: Refusal = {
-  verdict: "reset",
-  reason: "not_stored",
-  detail: "a message of this stream after the id could not be stored",
-};
-
-const CROSS_SESSION: Refusal = {
-  verdict: "invalid",
-  reason: "cross_session",
-  detail: "the event id does not belong to this session",
-};
-
-const SHARED_STORE: Refusal = {
-  verdict: "invalid",
-  reason: "shared_store",
-  detail: "this store served more than one session, so it can not tell them apart",
-};
-
-/** The JSON-RPC error that fails request `id` because its stream can not be resumed. */
-export function refusalMessage(id: RequestId, refusal: Refusal): JSONRPCMessage {
-  return {
-    jsonrpc: "2.0",
-    id,
-    error: {
-      code: RESUME_REFUSED,
-      message: `cannot resume (${refusal.verdict}: ${refusal.reason}); discard partial output and re-issue`,
-      data: { verdict: refusal.verdict, reason: refusal.reason, detail: refusal.detail },
-    },
-  };
-}
-
-function refusalOf(error: unknown): Refusal {
-  if (error instanceof SyntaxError) {
-    return { verdict: "invalid", reason: "not_a_message", detail: error.message };
-  }
-  if (error instanceof EventLogError) {
-    const reset = error.code === "evicted" || error.code === "expired";
-    return { verdict: reset ? "reset" : "unavailable", reason: error.code, detail: error.detail };
-  }
-  const timeout = error instanceof Error && error.name === "TimeoutError";
-  return { verdict: "unavailable", reason: timeout ? "timeout" : "unreachable", detail: describe(error) };
 }
 
 /** Whether a failure to store says the service is down (so stop asking for a moment). */

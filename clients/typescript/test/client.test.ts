@@ -82,9 +82,13 @@ describe("the writer calls", () => {
     assert.equal(generation.producer, "ts-test");
     assert.equal(generation.supersedes, null);
 
-    const appended = await log.append(generation.token, [{ data: "a" }, { data: "b", event: "progress" }], {
-      firstSeq: 1,
-    });
+    const appended = await log.append(
+      generation.token,
+      [{ data: "a" }, { data: "b", event: "progress" }],
+      {
+        firstSeq: 1,
+      },
+    );
     assert.deepEqual(appended.eventIds, [`${generation.token}:1`, `${generation.token}:2`]);
     assert.equal(appended.tailSeq, 2);
     assert.equal(appended.duplicate, false);
@@ -103,7 +107,10 @@ describe("the writer calls", () => {
     assert.equal(byIdAlone.events.length, 2);
 
     const page = await log.page(generation.token, { after: 0, limit: 1 });
-    assert.deepEqual(page.events.map((e) => e.data), ["a"]);
+    assert.deepEqual(
+      page.events.map((e) => e.data),
+      ["a"],
+    );
     assert.equal(page.nextAfter, 1);
 
     const view = await log.stream(streamId);
@@ -133,8 +140,12 @@ describe("the writer calls", () => {
     const events = Array.from({ length: 25 }, (_, i) => ({ data: `e${i + 1}` }));
     await log.append(generation.token, events, { firstSeq: 1 });
     const read: string[] = [];
-    for await (const event of log.eventsAfter(generation.token, 3, { limit: 10 })) read.push(event.data);
-    assert.deepEqual(read, events.slice(3).map((e) => e.data));
+    for await (const event of log.eventsAfter(generation.token, 3, { limit: 10 }))
+      read.push(event.data);
+    assert.deepEqual(
+      read,
+      events.slice(3).map((e) => e.data),
+    );
 
     const small = await log.openGeneration(unique("evicting"), { maxEvents: 2 });
     await log.append(small.token, events.slice(0, 5), { firstSeq: 1 });
@@ -159,13 +170,42 @@ describe("one error class per problem code", () => {
     const current = await log.openGeneration(streamId);
     await log.append(current.token, [{ data: "1" }], { firstSeq: 1 });
 
-    const cases: [() => Promise<unknown>, new (...args: never[]) => EventLogError, number, string][] = [
+    const cases: [
+      () => Promise<unknown>,
+      new (...args: never[]) => EventLogError,
+      number,
+      string,
+    ][] = [
       [() => log.append(old.token, [{ data: "2" }]), Superseded, 409, "superseded"],
-      [() => log.append(current.token, [{ data: "other" }], { firstSeq: 1 }), SeqConflict, 409, "seq_conflict"],
+      [
+        () => log.append(current.token, [{ data: "other" }], { firstSeq: 1 }),
+        SeqConflict,
+        409,
+        "seq_conflict",
+      ],
       [() => log.append(current.token, [{ data: "3" }], { firstSeq: 3 }), SeqGap, 409, "seq_gap"],
-      [() => log.append("AAAAAAAAAAAAAAAAAAAAAA", [{ data: "x" }]), UnknownGeneration, 404, "unknown_generation"],
-      [() => log.append(current.token, [{ data: "x".repeat(5000) }]), EventTooLarge, 413, "event_too_large"],
-      [() => log.append(current.token, Array.from({ length: 41 }, () => ({ data: "x" }))), BatchTooLarge, 413, "batch_too_large"],
+      [
+        () => log.append("AAAAAAAAAAAAAAAAAAAAAA", [{ data: "x" }]),
+        UnknownGeneration,
+        404,
+        "unknown_generation",
+      ],
+      [
+        () => log.append(current.token, [{ data: "x".repeat(5000) }]),
+        EventTooLarge,
+        413,
+        "event_too_large",
+      ],
+      [
+        () =>
+          log.append(
+            current.token,
+            Array.from({ length: 41 }, () => ({ data: "x" })),
+          ),
+        BatchTooLarge,
+        413,
+        "batch_too_large",
+      ],
       [() => log.openGeneration("no spaces allowed"), ValidationFailed, 422, "validation_error"],
       [() => log.stream(unique("nothing-here")), UnknownStream, 404, "unknown_stream"],
     ];
@@ -187,10 +227,14 @@ describe("one error class per problem code", () => {
     const generation = await writer.openGeneration(unique("keyed"));
     assert.equal(generation.epoch, 1);
 
-    const anonymous = await rejection(new EventLogClient({ baseUrl: guarded.url, key: "" }).stream("x"));
+    const anonymous = await rejection(
+      new EventLogClient({ baseUrl: guarded.url, key: "" }).stream("x"),
+    );
     assert.ok(anonymous instanceof Unauthorized);
     assert.equal(anonymous.status, 401);
-    const admin = await rejection(new EventLogClient({ baseUrl: guarded.url, key: ADMIN_KEY }).stream("x"));
+    const admin = await rejection(
+      new EventLogClient({ baseUrl: guarded.url, key: ADMIN_KEY }).stream("x"),
+    );
     assert.ok(admin instanceof Forbidden);
     assert.equal(admin.status, 403);
   });
@@ -205,7 +249,10 @@ describe("one error class per problem code", () => {
       const generation = await log.openGeneration(unique("from-env"));
       assert.equal(generation.epoch, 1);
     } finally {
-      for (const [name, value] of [["EVENTLOG_URL", saved.url], ["EVENTLOG_KEY", saved.key]] as const) {
+      for (const [name, value] of [
+        ["EVENTLOG_URL", saved.url],
+        ["EVENTLOG_KEY", saved.key],
+      ] as const) {
         if (value === undefined) delete process.env[name];
         else process.env[name] = value;
       }
@@ -220,12 +267,24 @@ describe("one error class per problem code", () => {
     const proxy = await FaultyProxy.start(service.url);
     try {
       const log = client(proxy.url);
-      proxy.inject({ kind: "answer", status: 409, body: '{"code": "brand_new_code", "detail": "new"}' });
+      proxy.inject({
+        kind: "answer",
+        status: 409,
+        body: '{"code": "brand_new_code", "detail": "new"}',
+      });
       const unknown = await rejection(log.stream("x"));
       assert.equal(unknown.constructor, EventLogError);
-      assert.deepEqual([unknown.status, unknown.code, unknown.detail], [409, "brand_new_code", "new"]);
+      assert.deepEqual(
+        [unknown.status, unknown.code, unknown.detail],
+        [409, "brand_new_code", "new"],
+      );
 
-      proxy.inject({ kind: "answer", status: 418, body: "I am a teapot", headers: { "content-type": "text/plain" } });
+      proxy.inject({
+        kind: "answer",
+        status: 418,
+        body: "I am a teapot",
+        headers: { "content-type": "text/plain" },
+      });
       const bare = await rejection(log.stream("x"));
       assert.deepEqual([bare.status, bare.code, bare.detail], [418, "http_error", "I am a teapot"]);
     } finally {
@@ -241,8 +300,10 @@ describe("retries: only what is safe", () => {
     body: '{"code": "database_unavailable", "detail": "locked"}',
     headers: { "retry-after": "0" },
   };
-  const isAppend = (method: string, path: string): boolean => method === "POST" && path.endsWith("/events");
-  const isOpen = (method: string, path: string): boolean => method === "POST" && path.endsWith("/generations");
+  const isAppend = (method: string, path: string): boolean =>
+    method === "POST" && path.endsWith("/events");
+  const isOpen = (method: string, path: string): boolean =>
+    method === "POST" && path.endsWith("/generations");
 
   it("an append with firstSeq is retried through 503s and lost answers, and stored once", async () => {
     const proxy = await FaultyProxy.start(service.url);
@@ -257,7 +318,10 @@ describe("retries: only what is safe", () => {
       assert.equal(result.duplicate, true, "the fourth try found the third one's append stored");
       assert.deepEqual(result.eventIds, [`${generation.token}:1`]);
       const page = await log.page(generation.token);
-      assert.deepEqual(page.events.map((e) => e.data), ["once"]);
+      assert.deepEqual(
+        page.events.map((e) => e.data),
+        ["once"],
+      );
       assert.equal(page.tailSeq, 1);
     } finally {
       await proxy.down();
@@ -308,7 +372,10 @@ describe("retries: only what is safe", () => {
   });
 
   it("an unreachable service is ServiceUnreachable (status 0, with the cause), after the attempts", async () => {
-    const log = new EventLogClient({ baseUrl: `http://127.0.0.1:${await freePort()}`, retry: FAST_RETRY });
+    const log = new EventLogClient({
+      baseUrl: `http://127.0.0.1:${await freePort()}`,
+      retry: FAST_RETRY,
+    });
     const error = await rejection(log.resume("a:1"));
     assert.ok(error instanceof ServiceUnreachable);
     assert.equal(error.status, 0);
@@ -319,7 +386,11 @@ describe("retries: only what is safe", () => {
   it("a stalled answer times out per attempt; an abort stops at once with its reason", async () => {
     const proxy = await FaultyProxy.start(service.url);
     try {
-      const log = new EventLogClient({ baseUrl: proxy.url, timeoutMs: 200, retry: { ...FAST_RETRY, attempts: 2 } });
+      const log = new EventLogClient({
+        baseUrl: proxy.url,
+        timeoutMs: 200,
+        retry: { ...FAST_RETRY, attempts: 2 },
+      });
       proxy.inject({ kind: "stall" });
       proxy.inject({ kind: "stall" });
       const timedOut = await rejection(log.resume("a:1"));

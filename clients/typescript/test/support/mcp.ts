@@ -14,7 +14,11 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 
-import { EventLogEventStore, type EventLogEventStoreOptions, type StoreLogger } from "../../src/index.js";
+import {
+  EventLogEventStore,
+  type EventLogEventStoreOptions,
+  type StoreLogger,
+} from "../../src/index.js";
 import { Gate } from "./wait.js";
 
 /** Collects what the stores log, by level. */
@@ -109,7 +113,9 @@ export class McpFixture {
   }
 
   /** One session: its own store, attached to its own transport (the documented wiring). */
-  private async newSession(storeOptions: EventLogEventStoreOptions): Promise<StreamableHTTPServerTransport> {
+  private async newSession(
+    storeOptions: EventLogEventStoreOptions,
+  ): Promise<StreamableHTTPServerTransport> {
     const store = new EventLogEventStore({ logger: this.logbook, ...storeOptions });
     this.stores.push(store);
     const transport: StreamableHTTPServerTransport = store.attach(
@@ -128,7 +134,10 @@ export class McpFixture {
   }
 
   private mcpServer(): McpServer {
-    const server = new McpServer({ name: "eventlog-fixture", version: "1.0.0" }, { capabilities: { logging: {} } });
+    const server = new McpServer(
+      { name: "eventlog-fixture", version: "1.0.0" },
+      { capabilities: { logging: {} } },
+    );
     server.registerTool(
       "steps",
       {
@@ -141,7 +150,8 @@ export class McpFixture {
       },
       async ({ run, count, pauseAfter, holdResult }, extra) => {
         for (let i = 1; i <= count; i += 1) {
-          if (pauseAfter !== undefined && i === pauseAfter + 1) await this.gate(`${run}:mid`).opened;
+          if (pauseAfter !== undefined && i === pauseAfter + 1)
+            await this.gate(`${run}:mid`).opened;
           await extra.sendNotification({
             method: "notifications/message",
             params: { level: "info", data: `${run} step ${i}` },
@@ -178,9 +188,14 @@ export class Cutter {
       await this.holdResumes?.opened;
     }
     const controller = new AbortController();
-    const signal = init?.signal ? AbortSignal.any([init.signal, controller.signal]) : controller.signal;
+    const signal = init?.signal
+      ? AbortSignal.any([init.signal, controller.signal])
+      : controller.signal;
     const response = await fetch(input, { ...init, headers, signal });
-    if ((init?.method ?? "GET") === "POST" && response.headers.get("content-type")?.startsWith("text/event-stream")) {
+    if (
+      (init?.method ?? "GET") === "POST" &&
+      response.headers.get("content-type")?.startsWith("text/event-stream")
+    ) {
       this.open.add(controller);
     }
     return response;

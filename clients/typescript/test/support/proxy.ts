@@ -3,11 +3,22 @@
  * connection, loses the service's answer, stalls, or goes down altogether (connection refused).
  */
 
-import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  request,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { Socket } from "node:net";
 
 export type Fault =
-  | { readonly kind: "answer"; readonly status: number; readonly body: string; readonly headers?: Record<string, string> }
+  | {
+      readonly kind: "answer";
+      readonly status: number;
+      readonly body: string;
+      readonly headers?: Record<string, string>;
+    }
   | { readonly kind: "drop" }
   | { readonly kind: "lose-answer" }
   | { readonly kind: "stall" }
@@ -88,7 +99,13 @@ export class FaultyProxy {
     this.forward(req, res, method, path, fault);
   }
 
-  private forward(req: IncomingMessage, res: ServerResponse, method: string, path: string, fault: Fault | undefined): void {
+  private forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    path: string,
+    fault: Fault | undefined,
+  ): void {
     if (fault?.kind === "drop") {
       req.socket.destroy();
       return;

@@ -132,7 +132,10 @@ async function runPython(args: string[], env: NodeJS.ProcessEnv): Promise<void> 
 }
 
 /** Start `python -m app serve` on a free port with a fresh database; resolves when healthy. */
-export async function startService(backend: Backend, options: ServiceOptions = {}): Promise<Service> {
+export async function startService(
+  backend: Backend,
+  options: ServiceOptions = {},
+): Promise<Service> {
   let databaseUrl: string;
   let cleanup: () => Promise<void>;
   if (backend === "sqlite") {
@@ -144,7 +147,10 @@ export async function startService(backend: Backend, options: ServiceOptions = {
     if (why !== undefined) throw new Error(`PostgreSQL is required but unreachable: ${why}`);
     const name = `eventlog_ts_${process.pid}_${Math.random().toString(16).slice(2, 10)}`;
     await psql(`CREATE DATABASE "${name}"`);
-    databaseUrl = withDatabase(postgresServerUrl(), name).replace(/^postgresql:/, "postgresql+asyncpg:");
+    databaseUrl = withDatabase(postgresServerUrl(), name).replace(
+      /^postgresql:/,
+      "postgresql+asyncpg:",
+    );
     cleanup = () => psql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
     await runPython(["-m", "app", "migrate"], serviceEnv({ EVENTLOG_DATABASE_URL: databaseUrl }));
   }
