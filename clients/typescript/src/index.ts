@@ -2,6 +2,8 @@
  * mcp-eventlog: a typed client for the event-log service, and an `EventStore` for the MCP
  * TypeScript SDK that stores a session's SSE events in it and resumes only safely.
  *
+ * `mcp-eventlog/client` is the client alone, without the store (and without the SDK's types).
+ *
  * ```ts
  * import { EventLogClient } from "mcp-eventlog";
  *
@@ -12,71 +14,8 @@
  * ```
  */
 
-export {
-  type AppendOptions,
-  type CallOptions,
-  EventLogClient,
-  type EventLogClientOptions,
-  type OpenOptions,
-  type PageOptions,
-  type ResumeOptions,
-} from "./client.js";
-export {
-  type ConnectionOptions,
-  DEFAULT_RETRY,
-  DEFAULT_URL,
-  type RetryPolicy,
-  retryDelayMs,
-  ServiceConnection,
-  type ServiceRequest,
-} from "./connection.js";
+export * from "./writer.js";
 export { MESSAGE_EVENT, PART_EVENT, PRIMING_EVENT } from "./encoding.js";
-export {
-  BatchTooLarge,
-  BeyondTail,
-  BodyTimeout,
-  BodyTooLarge,
-  DatabaseUnavailable,
-  errorFor,
-  EventLogError,
-  EventTooLarge,
-  Evicted,
-  Expired,
-  Forbidden,
-  InternalError,
-  InvalidJson,
-  InvalidResponse,
-  NotFound,
-  SeqConflict,
-  SeqGap,
-  ServiceUnreachable,
-  StorageFailed,
-  Superseded,
-  TerminalGeneration,
-  Unauthorized,
-  UnknownGeneration,
-  UnknownStream,
-  UnsupportedMediaType,
-  ValidationFailed,
-} from "./errors.js";
-export type {
-  AppendResult,
-  EventPage,
-  Generation,
-  GenerationReason,
-  NewEvent,
-  ResumeAnswer,
-  StoredEvent,
-  StreamView,
-  Verdict,
-} from "./models.js";
-export {
-  escapeSdkStream,
-  MAX_STREAM_ID,
-  type ParsedName,
-  StreamNames,
-  unescapeSdkStream,
-} from "./names.js";
 export { type Refusal, refusalMessage, RESUME_REFUSED, ResumeRefused } from "./refusal.js";
 export { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
 export {

@@ -323,6 +323,29 @@ for (const backend of BACKENDS) {
         assert.deepEqual(owner.notes, steps("o", 1, 4));
       });
 
+      it("five sessions cut off and resumed at once each get exactly their own messages", async () => {
+        const sessions = await Promise.all([1, 2, 3, 4, 5].map(() => client()));
+        const calls = sessions.map((c, i) =>
+          callSteps(c, { run: `p${i}`, count: 8, pauseAfter: 4, holdResult: true }),
+        );
+        await waitFor(
+          () => sessions.every((c) => c.notes.length === 4),
+          "four steps in every session",
+        );
+        for (const c of sessions) c.cutter.cut();
+        await waitFor(() => mcp.cutResponses === 5, "the server to see the cuts");
+        sessions.forEach((_, i) => {
+          mcp.gate(`p${i}:mid`).open();
+          mcp.gate(`p${i}:end`).open();
+        });
+        const results = await Promise.all(calls.map((call) => call.result));
+        results.forEach((result, i) => {
+          assert.equal(text(result), `p${i} done`);
+          assert.deepEqual(sessions[i]?.notes, steps(`p${i}`, 1, 8));
+        });
+        assert.equal(new Set(mcp.stores.map((s) => s.scope)).size, 5);
+      });
+
       it("a tool result of several MiB is stored (in parts) and delivered", async () => {
         const c = await client();
         const result = await c.client.callTool({ name: "big", arguments: { size: 3 * 1_048_576 } });
