@@ -1,0 +1,172 @@
+/** The writer API as typed async calls: what MCP servers use to store and resume streams. */
+
+import { type ConnectionOptions, ServiceConnection } from "./connection.js";
+import {
+  type AppendResult,
+  type EventPage,
+  type Generation,
+  type GenerationReason,
+  type NewEvent,
+  parseAppendResult,
+  parseEventPage,
+  parseGeneration,
+  parseResumeAnswer,
+  parseStreamView,
+  type ResumeAnswer,
+  type StoredEvent,
+  type StreamView,
+} from "./models.js";
+
+/** Options every call takes. */
+export interface CallOptions {
+  /** Aborts the call (and its retries) with the signal's reason. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** What a new generation is opened with (all optional). */
+export interface OpenOptions extends CallOptions {
+  readonly reason?: GenerationReason | undefined;
+  readonly producer?: string | undefined;
+  readonly maxEvents?: number | undefined;
+  readonly ttlSeconds?: number | undefined;
+}
+
+/** How a batch is appended. */
+export interface AppendOptions extends CallOptions {
+  /** The seq the batch must start at: makes the append idempotent, and so retried. */
+  readonly firstSeq?: number | undefined;
+  /** Make the batch's last event (or, with no events, the tail) the generation's terminal one. */
+  readonly terminal?: boolean | undefined;
+}
+
+/** Where a resume is asked, and how many events its first page holds. */
+export interface ResumeOptions extends CallOptions {
+  /** Ask on this stream's route; without it, `/v1/resume` finds the stream from the id. */
+  readonly streamId?: string | undefined;
+  readonly limit?: number | undefined;
+}
+
+/** Which events of a generation a page holds. */
+export interface PageOptions extends CallOptions {
+  readonly after?: number | undefined;
+  readonly limit?: number | undefined;
+}
+
+/** Options of `EventLogClient`: how to reach the service, or a shared connection. */
+export interface EventLogClientOptions extends ConnectionOptions {
+  /** Share one connection (base URL, key, retry policy) between clients. */
+  readonly connection?: ServiceConnection;
+}
+
+const segment = encodeURIComponent;
+
+/**
+ * A typed client for the writer API (`/v1`).
+ *
+ * Refusals throw the `EventLogError` subclass of their problem code (see `errors.ts`). What is
+ * retried (transport errors, 5xx, honouring `Retry-After`) is only what is safe: appends that
+ * carry `firstSeq` (a repeat is answered 200 `duplicate`, nothing is stored twice), resume and
+ * reads. Opening a generation is never retried: a repeat would open a second one and
+ * supersede the first.
+ */
+export class EventLogClient {
+  readonly connection: ServiceConnection;
+
+  constructor(options: EventLogClientOptions = {}) {
+    this.connection = options.connection ?? new ServiceConnection(options);
+  }
+
+  /** Open a new current generation of `streamId`; the previous one is fenced. Never retried. */
+  async openGeneration(streamId: string, options: OpenOptions = {}): Promise<Generation> {
+    const body: Record<string, string | number> = {};
+    if (options.reason !== undefined) body["reason"] = options.reason;
+    if (options.producer !== undefined) body["producer"] = options.producer;
+    if (options.maxEvents !== undefined) body["max_events"] = options.maxEvents;
+    if (options.ttlSeconds !== undefined) body["ttl_seconds"] = options.ttlSeconds;
+    const answer = await this.connection.request({
+      method: "POST",
+      path: `/v1/streams/${segment(streamId)}/generations`,
+      json: body,
+      retry: false,
+      signal: options.signal,
+    });
+    return parseGeneration(answer);
+  }
+
+  /** Append a batch atomically; retried only when `firstSeq` makes a repeat idempotent. */
+  async append(
+    generation: string,
+    events: readonly NewEvent[],
+    options: AppendOptions = {},
+  ): Promise<AppendResult> {
+    const answer = await this.connection.request({
+      method: "POST",
+      path: `/v1/generations/${segment(generation)}/events`,
+      json: {
+        events: events.map((e) => ({ data: e.data, event: e.event ?? null })),
+        first_seq: options.firstSeq ?? null,
+        terminal: options.terminal ?? false,
+      },
+      retry: options.firstSeq !== undefined,
+      signal: options.signal,
+    });
+    return parseAppendResult(answer);
+  }
+
+  /** The verdict on `lastEventId`, on `streamId`'s route or (without it) `/v1/resume`. */
+  async resume(lastEventId: string, options: ResumeOptions = {}): Promise<ResumeAnswer> {
+    const body: Record<string, string | number> = { last_event_id: lastEventId };
+    if (options.limit !== undefined) body["limit"] = options.limit;
+    const path =
+      options.streamId === undefined
+        ? "/v1/resume"
+        : `/v1/streams/${segment(options.streamId)}/resume`;
+    const answer = await this.connection.request({
+      method: "POST",
+      path,
+      json: body,
+      retry: true,
+      signal: options.signal,
+    });
+    return parseResumeAnswer(answer);
+  }
+
+  /** The events of `generation` after seq `after` (default 0); `Evicted` rather than skip any. */
+  async page(generation: string, options: PageOptions = {}): Promise<EventPage> {
+    const params: Record<string, number> = { after: options.after ?? 0 };
+    if (options.limit !== undefined) params["limit"] = options.limit;
+    const answer = await this.connection.request({
+      method: "GET",
+      path: `/v1/generations/${segment(generation)}/events`,
+      params,
+      retry: true,
+      signal: options.signal,
+    });
+    return parseEventPage(answer);
+  }
+
+  /** Every event of `generation` after seq `after`, in order, page by page. */
+  async *eventsAfter(
+    generation: string,
+    after: number,
+    options: Omit<PageOptions, "after"> = {},
+  ): AsyncGenerator<StoredEvent, void, undefined> {
+    let next: number | null = after;
+    while (next !== null) {
+      const page: EventPage = await this.page(generation, { ...options, after: next });
+      yield* page.events;
+      next = page.nextAfter;
+    }
+  }
+
+  /** The stream and its current generation (`UnknownStream` when there is none). */
+  async stream(streamId: string, options: CallOptions = {}): Promise<StreamView> {
+    const answer = await this.connection.request({
+      method: "GET",
+      path: `/v1/streams/${segment(streamId)}`,
+      retry: true,
+      signal: options.signal,
+    });
+    return parseStreamView(answer);
+  }
+}

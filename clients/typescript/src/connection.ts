@@ -1,0 +1,204 @@
+/**
+ * One connection to the service: base URL, key, the platform's `fetch`, bounded retries.
+ *
+ * Every call of `EventLogClient` goes through a `ServiceConnection`, so there is one way to
+ * authenticate, one timeout rule and one rule for what may be retried. Connections are pooled
+ * and kept alive by the platform's `fetch` (undici in Node), so a connection object is cheap.
+ */
+
+import { errorFromBody, EventLogError, InvalidResponse, ServiceUnreachable } from "./errors.js";
+
+/** Where the service is when neither an option nor `EVENTLOG_URL` says. */
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+
+/**
+ * How often, and how patiently, a request that is safe to repeat is sent again.
+ *
+ * `attempts` counts every try (1 means never retry). The delay before retry `n` (0-based) is
+ * `baseDelayMs * 2**n` with +-25 % jitter, capped at `maxDelayMs`; a `Retry-After` from the
+ * service is honoured up to the same cap.
+ */
+export interface RetryPolicy {
+  readonly attempts: number;
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+/** Four tries, 50 ms doubling, at most 1 s apart: the Python client's policy. */
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 4, baseDelayMs: 50, maxDelayMs: 1000 };
+
+/** Milliseconds to wait before retry number `retry` (0-based). */
+export function retryDelayMs(policy: RetryPolicy, retry: number, retryAfterMs?: number): number {
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, policy.maxDelayMs);
+  const backoff = policy.baseDelayMs * 2 ** retry;
+  // Jitter spreads out writers that failed together, so they do not retry in lockstep.
+  return Math.min(backoff * (0.75 + Math.random() * 0.5), policy.maxDelayMs);
+}
+
+/** How to reach the service. Every field is optional. */
+export interface ConnectionOptions {
+  /** The service's base URL; default `EVENTLOG_URL`, else `http://127.0.0.1:8080`. */
+  readonly baseUrl?: string;
+  /** A bearer key (`Authorization: Bearer <key>`); default `EVENTLOG_KEY`, else none. */
+  readonly key?: string;
+  /** Milliseconds one attempt may take, answer body included; default 10 000. */
+  readonly timeoutMs?: number;
+  /** What is retried, how often; default `DEFAULT_RETRY`. */
+  readonly retry?: RetryPolicy;
+  /** The `fetch` to use; default the platform's. */
+  readonly fetch?: typeof fetch;
+}
+
+/** One request to send. */
+export interface ServiceRequest {
+  readonly method: "GET" | "POST";
+  readonly path: string;
+  readonly json?: unknown;
+  readonly params?: Readonly<Record<string, string | number>>;
+  /** Whether the request may be repeated: only for idempotent requests. */
+  readonly retry: boolean;
+  /** Aborts the request (and its retries) with the signal's reason. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+function environment(name: string): string | undefined {
+  const host = globalThis as { process?: { env?: Record<string, string | undefined> } };
+  const value = host.process?.env?.[name];
+  return value === "" ? undefined : value;
+}
+
+/** Sends requests to the service and turns refusals into `EventLogError`s. */
+export class ServiceConnection {
+  readonly baseUrl: string;
+  readonly retry: RetryPolicy;
+  readonly timeoutMs: number;
+  private readonly headers: Readonly<Record<string, string>>;
+  private readonly fetch: typeof fetch;
+
+  constructor(options: ConnectionOptions = {}) {
+    const url = options.baseUrl ?? environment("EVENTLOG_URL") ?? DEFAULT_URL;
+    this.baseUrl = url.replace(/\/+$/, "");
+    const key = options.key ?? environment("EVENTLOG_KEY");
+    this.headers = key ? { authorization: `Bearer ${key}` } : {};
+    this.retry = options.retry ?? DEFAULT_RETRY;
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  /**
+   * Send one request and return its JSON body; throw an `EventLogError` on refusal.
+   *
+   * With `retry`, a transport error or a 5xx answer is retried under the policy. Only callers
+   * whose request is idempotent may pass `retry: true`: the request may have been processed
+   * even though no answer arrived. An abort of `signal` stops at once with its reason.
+   */
+  async request(request: ServiceRequest): Promise<unknown> {
+    const attempts = request.retry ? Math.max(1, this.retry.attempts) : 1;
+    for (let attempt = 0; ; attempt += 1) {
+      const last = attempt + 1 >= attempts;
+      const outcome = await this.attempt(request);
+      if (outcome.kind === "answer") return outcome.body;
+      if (outcome.kind === "refused" && (outcome.error.status < 500 || last)) throw outcome.error;
+      if (outcome.kind === "unreachable" && last) {
+        const detail = describe(outcome.cause);
+        throw new ServiceUnreachable(0, ServiceUnreachable.code, detail, { cause: outcome.cause });
+      }
+      const retryAfter = outcome.kind === "refused" ? outcome.retryAfterMs : undefined;
+      await sleep(retryDelayMs(this.retry, attempt, retryAfter), request.signal);
+    }
+  }
+
+  private async attempt(request: ServiceRequest): Promise<Outcome> {
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout;
+    const headers: Record<string, string> = { ...this.headers, accept: "application/json" };
+    let body: string | undefined;
+    if (request.json !== undefined) {
+      headers["content-type"] = "application/json";
+      body = JSON.stringify(request.json);
+    }
+    let status: number;
+    let statusText: string;
+    let text: string;
+    let retryAfter: string | null;
+    try {
+      const init: RequestInit = { method: request.method, headers, signal };
+      if (body !== undefined) init.body = body;
+      const response = await this.fetch(this.url(request), init);
+      ({ status, statusText } = response);
+      retryAfter = response.headers.get("retry-after");
+      text = await response.text();
+    } catch (error) {
+      // The caller's own abort is not the service's fault: never retried, never "unreachable".
+      if (request.signal?.aborted) throw request.signal.reason;
+      return { kind: "unreachable", cause: error };
+    }
+    if (status >= 200 && status < 300) return { kind: "answer", body: parseJson(status, text) };
+    return {
+      kind: "refused",
+      error: errorFromBody(status, statusText, text),
+      retryAfterMs: retryAfterMs(retryAfter),
+    };
+  }
+
+  private url(request: ServiceRequest): string {
+    const url = this.baseUrl + request.path;
+    if (!request.params) return url;
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(request.params)) query.set(name, String(value));
+    return `${url}?${query.toString()}`;
+  }
+}
+
+type Outcome =
+  | { readonly kind: "answer"; readonly body: unknown }
+  | {
+      readonly kind: "refused";
+      readonly error: EventLogError;
+      readonly retryAfterMs?: number | undefined;
+    }
+  | { readonly kind: "unreachable"; readonly cause: unknown };
+
+function parseJson(status: number, text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new InvalidResponse(
+      status,
+      InvalidResponse.code,
+      `the answer is not JSON: ${text.slice(0, 200)}`,
+    );
+  }
+}
+
+function retryAfterMs(value: string | null): number | undefined {
+  if (value === null) return undefined;
+  const seconds = Number(value);
+  // An HTTP date is rare from this service: fall back to the backoff.
+  return Number.isFinite(seconds) && value.trim() !== "" ? Math.max(seconds, 0) * 1000 : undefined;
+}
+
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
+  return `${error.name}: ${error.message}${cause}`;
+}
+
+/** Wait `ms`, or reject with the signal's reason as soon as it aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}

@@ -1,0 +1,26 @@
+/**
+ * mcp-eventlog: a typed client for the event-log service, and an `EventStore` for the MCP
+ * TypeScript SDK that stores a session's SSE events in it and resumes only safely.
+ *
+ * `mcp-eventlog/client` is the client alone, without the store (and without the SDK's types).
+ *
+ * ```ts
+ * import { EventLogClient } from "mcp-eventlog";
+ *
+ * const log = new EventLogClient({ baseUrl: "http://127.0.0.1:8080" });
+ * const generation = await log.openGeneration("sess-1.req-7");
+ * await log.append(generation.token, [{ data: "hello" }], { firstSeq: 1 });
+ * const answer = await log.resume(`${generation.token}:0`);
+ * ```
+ */
+
+export * from "./writer.js";
+export { MESSAGE_EVENT, PART_EVENT, PRIMING_EVENT } from "./encoding.js";
+export { type Refusal, refusalMessage, RESUME_REFUSED, ResumeRefused } from "./refusal.js";
+export { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
+export {
+  EventLogEventStore,
+  type EventLogEventStoreOptions,
+  GET_STREAM,
+  UNSTORED_PREFIX,
+} from "./store.js";

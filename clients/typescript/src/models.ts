@@ -1,0 +1,255 @@
+/**
+ * What the writer API answers, as typed, read-only values.
+ *
+ * The client reads the service's JSON into these objects (camelCase names for the contract's
+ * snake_case fields); they carry only what the contract promises, and a field a newer service
+ * adds is ignored. A body that lacks a promised field is an `InvalidResponse`.
+ */
+
+import { InvalidResponse, isRecord } from "./errors.js";
+
+/** The three answers to "may this client resume from this id?". */
+export type Verdict = "resume" | "reset" | "invalid";
+
+/** Why a generation was opened. */
+export type GenerationReason = "initial" | "failover" | "retry" | "reset";
+
+/** One event to append: its SSE `data` and optional SSE `event` type. */
+export interface NewEvent {
+  readonly data: string;
+  readonly event?: string | null;
+}
+
+/** A generation of a stream: its token, its place (epoch), its range and its state. */
+export interface Generation {
+  readonly streamId: string;
+  readonly token: string;
+  readonly epoch: number;
+  readonly reason: string;
+  readonly producer: string | null;
+  readonly headSeq: number;
+  readonly tailSeq: number;
+  readonly terminal: boolean;
+  readonly terminalSeq: number | null;
+  readonly superseded: boolean;
+  readonly expired: boolean;
+  readonly createdAt: string;
+  readonly supersedes: string | null;
+}
+
+/** The ids of an appended batch (or of the stored batch it duplicates). */
+export interface AppendResult {
+  readonly generation: string;
+  readonly eventIds: readonly string[];
+  readonly headSeq: number;
+  readonly tailSeq: number;
+  readonly terminal: boolean;
+  readonly duplicate: boolean;
+}
+
+/** One stored event, with its id `<token>:<seq>`. */
+export interface StoredEvent {
+  readonly id: string;
+  readonly seq: number;
+  readonly event: string | null;
+  readonly data: string;
+  readonly terminal: boolean;
+}
+
+/**
+ * The verdict on a `Last-Event-ID` and, when it delivers any, the first page of events.
+ *
+ * `nextAfter` is set while more events remain: page on with
+ * `client.page(generation, { after: nextAfter })` or `client.eventsAfter(...)`.
+ */
+export interface ResumeAnswer {
+  readonly verdict: Verdict;
+  readonly reason: string;
+  readonly detail: string;
+  readonly streamId: string | null;
+  readonly lastEventId: string;
+  readonly generation: string | null;
+  readonly discardClientState: boolean;
+  readonly events: readonly StoredEvent[];
+  readonly nextAfter: number | null;
+  readonly terminal: boolean;
+  readonly headSeq: number | null;
+  readonly tailSeq: number | null;
+}
+
+/** A page of a generation's events; `nextAfter` is set while more remain. */
+export interface EventPage {
+  readonly generation: string;
+  readonly events: readonly StoredEvent[];
+  readonly nextAfter: number | null;
+  readonly headSeq: number;
+  readonly tailSeq: number;
+  readonly terminal: boolean;
+}
+
+/** A stream and its current generation. */
+export interface StreamView {
+  readonly streamId: string;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly generations: number;
+  readonly current: Generation | null;
+}
+
+/** Reads the fields of one JSON object, failing with `InvalidResponse` on a wrong shape. */
+class Fields {
+  private readonly body: Record<string, unknown>;
+
+  constructor(
+    body: unknown,
+    private readonly what: string,
+  ) {
+    if (!isRecord(body)) throw this.invalid("is not an object");
+    this.body = body;
+  }
+
+  str(name: string): string {
+    const value = this.body[name];
+    if (typeof value !== "string") throw this.invalid(`has no string "${name}"`);
+    return value;
+  }
+
+  int(name: string): number {
+    const value = this.body[name];
+    if (typeof value !== "number" || !Number.isInteger(value)) {
+      throw this.invalid(`has no integer "${name}"`);
+    }
+    return value;
+  }
+
+  bool(name: string, fallback?: boolean): boolean {
+    const value = this.body[name] ?? fallback;
+    if (typeof value !== "boolean") throw this.invalid(`has no boolean "${name}"`);
+    return value;
+  }
+
+  optStr(name: string): string | null {
+    const value = this.body[name];
+    return value === undefined || value === null ? null : this.str(name);
+  }
+
+  optInt(name: string): number | null {
+    const value = this.body[name];
+    return value === undefined || value === null ? null : this.int(name);
+  }
+
+  list(name: string): readonly unknown[] {
+    const value = this.body[name];
+    if (!Array.isArray(value)) throw this.invalid(`has no list "${name}"`);
+    return value;
+  }
+
+  raw(name: string): unknown {
+    return this.body[name];
+  }
+
+  private invalid(problem: string): InvalidResponse {
+    return new InvalidResponse(200, InvalidResponse.code, `the ${this.what} ${problem}`);
+  }
+}
+
+function verdictOf(value: string): Verdict {
+  if (value === "resume" || value === "reset" || value === "invalid") return value;
+  throw new InvalidResponse(200, InvalidResponse.code, `unknown verdict "${value}"`);
+}
+
+/** Read a Generation object of the contract. */
+export function parseGeneration(body: unknown): Generation {
+  const f = new Fields(body, "generation");
+  return {
+    streamId: f.str("stream_id"),
+    token: f.str("generation"),
+    epoch: f.int("epoch"),
+    reason: f.str("reason"),
+    producer: f.optStr("producer"),
+    headSeq: f.int("head_seq"),
+    tailSeq: f.int("tail_seq"),
+    terminal: f.bool("terminal"),
+    terminalSeq: f.optInt("terminal_seq"),
+    superseded: f.bool("superseded", false),
+    expired: f.bool("expired", false),
+    createdAt: f.str("created_at"),
+    supersedes: f.optStr("supersedes"),
+  };
+}
+
+/** Read an append response. */
+export function parseAppendResult(body: unknown): AppendResult {
+  const f = new Fields(body, "append answer");
+  const eventIds = f.list("event_ids").map((id) => {
+    if (typeof id !== "string") {
+      throw new InvalidResponse(200, InvalidResponse.code, "the append answer has a bad event id");
+    }
+    return id;
+  });
+  return {
+    generation: f.str("generation"),
+    eventIds,
+    headSeq: f.int("head_seq"),
+    tailSeq: f.int("tail_seq"),
+    terminal: f.bool("terminal"),
+    duplicate: f.bool("duplicate"),
+  };
+}
+
+/** Read one event of a page or a resume answer. */
+export function parseStoredEvent(body: unknown): StoredEvent {
+  const f = new Fields(body, "event");
+  return {
+    id: f.str("id"),
+    seq: f.int("seq"),
+    event: f.optStr("event"),
+    data: f.str("data"),
+    terminal: f.bool("terminal"),
+  };
+}
+
+/** Read a resume response. */
+export function parseResumeAnswer(body: unknown): ResumeAnswer {
+  const f = new Fields(body, "resume answer");
+  return {
+    verdict: verdictOf(f.str("verdict")),
+    reason: f.str("reason"),
+    detail: f.str("detail"),
+    streamId: f.optStr("stream_id"),
+    lastEventId: f.str("last_event_id"),
+    generation: f.optStr("generation"),
+    discardClientState: f.bool("discard_client_state"),
+    events: f.list("events").map(parseStoredEvent),
+    nextAfter: f.optInt("next_after"),
+    terminal: f.bool("terminal"),
+    headSeq: f.optInt("head_seq"),
+    tailSeq: f.optInt("tail_seq"),
+  };
+}
+
+/** Read a page response. */
+export function parseEventPage(body: unknown): EventPage {
+  const f = new Fields(body, "page");
+  return {
+    generation: f.str("generation"),
+    events: f.list("events").map(parseStoredEvent),
+    nextAfter: f.optInt("next_after"),
+    headSeq: f.int("head_seq"),
+    tailSeq: f.int("tail_seq"),
+    terminal: f.bool("terminal"),
+  };
+}
+
+/** Read a stream response. */
+export function parseStreamView(body: unknown): StreamView {
+  const f = new Fields(body, "stream");
+  const current = f.raw("current");
+  return {
+    streamId: f.str("stream_id"),
+    createdAt: f.str("created_at"),
+    updatedAt: f.str("updated_at"),
+    generations: f.int("generations"),
+    current: current === undefined || current === null ? null : parseGeneration(current),
+  };
+}

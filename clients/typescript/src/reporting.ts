@@ -1,0 +1,29 @@
+/** What a store reports where its clients can not see: log lines and counts. */
+
+/** Where the store reports what clients can not see. `console` by default. */
+export interface StoreLogger {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** Counts a store keeps; pass one object to several stores to count a whole process. */
+export interface StoreStats {
+  /** Messages stored (priming events included). */
+  stored: number;
+  /** Messages that went out live but unstored: the service failed, refused or was paused. */
+  storeFailures: number;
+  /** `Last-Event-ID`s the SDK asked about. */
+  replays: number;
+  /** Of those, resumed. */
+  resumed: number;
+  /** Messages sent by resumes. */
+  replayedMessages: number;
+  /** Of the asked ids, refused (every verdict but resume, and the service unavailable). */
+  refused: number;
+}
+
+/** A fresh set of zero counts. */
+export function newStoreStats(): StoreStats {
+  return { stored: 0, storeFailures: 0, replays: 0, resumed: 0, replayedMessages: 0, refused: 0 };
+}

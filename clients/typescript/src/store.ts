@@ -1,0 +1,522 @@
+/**
+ * `EventLogEventStore`: the MCP TypeScript SDK's `EventStore`, backed by the event-log service.
+ *
+ * One store serves one MCP session, like the transport it is given to (the SDK builds one
+ * `StreamableHTTPServerTransport` per session, each with its `eventStore` option):
+ *
+ * ```ts
+ * const store = new EventLogEventStore({ baseUrl: "http://127.0.0.1:8080" });
+ * const transport = store.attach(
+ *   new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, eventStore: store }),
+ * );
+ * ```
+ */
+
+import type {
+  EventId,
+  EventStore,
+  StreamId,
+} from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
+
+import { BoundedMap } from "./bounded.js";
+import { EventLogClient } from "./client.js";
+import type { ConnectionOptions } from "./connection.js";
+import { encodeMessage, MessageAssembler } from "./encoding.js";
+import { EventLogError, isRecord, Superseded, TerminalGeneration } from "./errors.js";
+import type { GenerationReason, NewEvent, ResumeAnswer } from "./models.js";
+import { StreamNames } from "./names.js";
+import {
+  CROSS_SESSION,
+  NOT_STORED,
+  type Refusal,
+  refusalMessage,
+  refusalOf,
+  ResumeRefused,
+  SHARED_STORE,
+} from "./refusal.js";
+import { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
+
+/** The SDK's name of the standalone (GET) stream of a session. */
+export const GET_STREAM = "_GET_stream";
+
+/** Event ids of messages that went out without being stored start with this. */
+export const UNSTORED_PREFIX = "unstored:";
+
+/** What `getStreamIdForEventId` answers for a well-formed token this store did not open. */
+const UNRESOLVED_STREAM = "eventlog:unresolved";
+/** The stream a refused resume's connection is registered under: nothing is ever sent to it. */
+const REFUSED_STREAM_PREFIX = "eventlog:refused:";
+const EVENT_ID = /^([A-Za-z0-9_-]+):(\d+)$/;
+
+/** Options of `EventLogEventStore`; every one has a default. */
+export interface EventLogEventStoreOptions extends ConnectionOptions {
+  /** A client to share between stores; otherwise one is built from the connection options. */
+  readonly client?: EventLogClient;
+  /** Recorded on each generation; default `mcp:ts:<pid>`. */
+  readonly producer?: string;
+  /** Events retained per generation (the service's default when unset). */
+  readonly maxEvents?: number;
+  /** A generation's time to live after its last write (the service's default when unset). */
+  readonly ttlSeconds?: number;
+  /** Events per page of a replay (the service's default when unset). */
+  readonly pageLimit?: number;
+  /** Messages longer than this (UTF-8 bytes) are stored in parts; the service's
+   *  `EVENTLOG_MAX_EVENT_BYTES`, 1 MiB by default. */
+  readonly maxEventBytes?: number;
+  /** The longest one `storeEvent` waits for the service before the message goes out unstored. */
+  readonly storeTimeoutMs?: number;
+  /** After a failure to store, messages go out unstored without asking for this long. */
+  readonly pauseAfterFailureMs?: number;
+  /** The longest a replay waits for the verdict and its pages before refusing. */
+  readonly replayTimeoutMs?: number;
+  /** SDK streams, and generations, remembered per session. */
+  readonly maxStreams?: number;
+  readonly logger?: StoreLogger;
+  readonly stats?: StoreStats;
+}
+
+type Send = (eventId: EventId, message: JSONRPCMessage) => Promise<void>;
+
+/** This session's writer state for one SDK stream. */
+class StreamState {
+  generation: string | undefined;
+  nextSeq = 1;
+  /** A write failed: the generation may have a hole, the next write opens a new one. */
+  broken = false;
+  /** Ids of the requests answered on this stream, learned from their responses. */
+  readonly answered = new Set<RequestId>();
+  private tail: Promise<void> = Promise.resolve();
+
+  /** Wait for the stream's previous holder; the result releases it. */
+  acquire(): Promise<() => void> {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const previous = this.tail;
+    this.tail = previous.then(() => held);
+    return previous.then(() => release);
+  }
+}
+
+/** What this store knows of a generation it opened. */
+interface Owner {
+  readonly sdkStream: StreamId;
+  broken: boolean;
+}
+
+/**
+ * Stores one MCP session's SSE events in the event-log service, and resumes only safely.
+ *
+ * - Each SDK stream gets a generation when it is first written; every message is appended
+ *   with `firstSeq` from a local counter (so a retried append can never be stored twice) and
+ *   its id is the service's `<token>:<seq>`. Priming events are stored and never replayed.
+ * - Service streams are named `mcp.<scope>.<sdk stream>` (see `names.ts`), `scope` being this
+ *   store's random key: one store per session keeps sessions apart.
+ * - A failure to store never fails the SDK: the message goes out live with an id starting
+ *   `unstored:`, the failure is logged and counted, and the stream is spoiled: a resume from
+ *   any id before it is refused, the next write opens a new generation.
+ * - `replayEventsAfter` asks the service for a verdict. `resume`: the missed messages are
+ *   sent in order, across pages. Anything else fails the client's request with a JSON-RPC
+ *   error `RESUME_REFUSED` carrying the request's own id (learned from the attached
+ *   transport, or from the stored response), or, when no request can be named, throws
+ *   `ResumeRefused` (the SDK answers HTTP 500). Nothing of another session is ever sent.
+ */
+export class EventLogEventStore implements EventStore {
+  readonly client: EventLogClient;
+  /** This session's random key in the service's stream names. */
+  readonly scope: string;
+  readonly stats: StoreStats;
+  private readonly names = new StreamNames();
+  private readonly streams: BoundedMap<StreamId, StreamState>;
+  private readonly owners: BoundedMap<string, Owner>;
+  private readonly unstored: BoundedMap<string, StreamId>;
+  private readonly logger: StoreLogger;
+  private readonly producer: string;
+  private readonly maxEventBytes: number;
+  private readonly storeTimeoutMs: number;
+  private readonly pauseAfterFailureMs: number;
+  private readonly replayTimeoutMs: number;
+  private pausedUntil = 0;
+  private transport: object | undefined;
+  private requestStreams: ReadonlyMap<unknown, unknown> | undefined;
+  private initializations = 0;
+
+  constructor(private readonly options: EventLogEventStoreOptions = {}) {
+    this.client = options.client ?? new EventLogClient(options);
+    this.scope = randomKey();
+    this.stats = options.stats ?? newStoreStats();
+    this.logger = options.logger ?? console;
+    const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
+    this.producer = options.producer ?? `mcp:ts:${pid ?? "web"}`;
+    this.maxEventBytes = options.maxEventBytes ?? 1_048_576;
+    this.storeTimeoutMs = options.storeTimeoutMs ?? 5_000;
+    this.pauseAfterFailureMs = options.pauseAfterFailureMs ?? 1_000;
+    this.replayTimeoutMs = options.replayTimeoutMs ?? 10_000;
+    const max = options.maxStreams ?? 10_000;
+    this.streams = new BoundedMap(max);
+    this.owners = new BoundedMap(max);
+    this.unstored = new BoundedMap(max);
+  }
+
+  /**
+   * Bind the store to the session's transport, and return the transport.
+   *
+   * The store then reads which requests each SDK stream carries (the transport names a POST's
+   * stream by a random UUID, not by the request id), so a refused resume of a request still
+   * running fails that request. Throws when the transport was built with another event store,
+   * or when this store already serves another transport: one store per session.
+   */
+  attach<T extends object>(transport: T): T {
+    const inner = field(transport, "_webStandardTransport") ?? transport;
+    if (typeof inner !== "object" || inner === null) throw new TypeError("not an SDK transport");
+    const eventStore = field(inner, "_eventStore");
+    if (eventStore !== undefined && eventStore !== this) {
+      throw new Error("the transport was built with another eventStore than this one");
+    }
+    if (this.transport !== undefined && this.transport !== inner) {
+      throw new Error("an EventLogEventStore serves one session: build one store per transport");
+    }
+    this.transport = inner;
+    const map = field(inner, "_requestToStreamMapping");
+    if (map instanceof Map) {
+      this.requestStreams = map;
+    } else {
+      this.logger.warn(
+        "mcp-eventlog: this SDK's transport has no request-to-stream map; a refused resume " +
+          "can name only requests that were answered",
+      );
+    }
+    return transport;
+  }
+
+  /** Append one event to the stream's generation; return its `<token>:<seq>` id. Never throws
+   *  for the service's sake: an unstored message gets an `unstored:` id (see the class). */
+  async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+    const state = this.state(streamId);
+    this.learn(state, message);
+    // One append at a time per stream: the local seq counter follows append order.
+    const release = await state.acquire();
+    try {
+      return await this.write(streamId, state, message);
+    } finally {
+      release();
+    }
+  }
+
+  /** The SDK stream an event id belongs to (for the SDK's one-connection-per-stream check);
+   *  undefined for an id that is not `<token>:<seq>` (the SDK answers 400). */
+  async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+    if (eventId.startsWith(UNSTORED_PREFIX))
+      return this.unstored.peek(eventId) ?? UNRESOLVED_STREAM;
+    const token = tokenOf(eventId);
+    if (token === undefined) {
+      this.stats.replays += 1;
+      this.stats.refused += 1;
+      this.logger.info(`mcp-eventlog: not resuming ${JSON.stringify(eventId)}: not an event id`);
+      return undefined;
+    }
+    return this.owners.peek(token)?.sdkStream ?? UNRESOLVED_STREAM;
+  }
+
+  /** Send the messages missed after `lastEventId` if, and only if, it may resume. */
+  async replayEventsAfter(lastEventId: EventId, { send }: { send: Send }): Promise<StreamId> {
+    this.stats.replays += 1;
+    if (this.initializations > 1) {
+      return this.refuse(lastEventId, undefined, SHARED_STORE, send);
+    }
+    if (lastEventId.startsWith(UNSTORED_PREFIX)) {
+      return this.refuse(lastEventId, this.unstored.peek(lastEventId), NOT_STORED, send);
+    }
+    const token = tokenOf(lastEventId);
+    const owner = token === undefined ? undefined : this.owners.get(token);
+    if (owner?.broken) return this.refuse(lastEventId, owner.sdkStream, NOT_STORED, send);
+    // Hold the stream while replaying: a message stored meanwhile waits, and reaches the
+    // client live on the resumed connection, which the SDK registers as soon as this returns.
+    const release = owner === undefined ? undefined : await this.state(owner.sdkStream).acquire();
+    try {
+      return await this.replay(lastEventId, owner?.sdkStream, release !== undefined, send);
+    } finally {
+      release?.();
+    }
+  }
+
+  private async replay(
+    lastEventId: string,
+    ownStream: StreamId | undefined,
+    held: boolean,
+    send: Send,
+  ): Promise<StreamId> {
+    const signal = AbortSignal.timeout(this.replayTimeoutMs);
+    let answer: ResumeAnswer;
+    try {
+      const streamId =
+        ownStream === undefined ? undefined : await this.names.name(this.scope, ownStream);
+      answer = await this.client.resume(lastEventId, {
+        streamId,
+        limit: this.options.pageLimit,
+        signal,
+      });
+    } catch (error) {
+      return this.refuse(lastEventId, ownStream, refusalOf(error), send);
+    }
+    const named = answer.streamId === null ? undefined : this.names.parse(answer.streamId);
+    const mine = named?.scope === this.scope ? named.sdkStream : undefined;
+    const sdkStream = ownStream ?? mine;
+    if (ownStream === undefined && answer.streamId !== null && mine === undefined) {
+      // A real token of another session (or of a stream no store of ours wrote): whatever
+      // the verdict, this session may not see it.
+      return this.refuse(lastEventId, undefined, CROSS_SESSION, send);
+    }
+    if (answer.verdict !== "resume" || sdkStream === undefined || answer.generation === null) {
+      return this.refuse(lastEventId, sdkStream, answer, send);
+    }
+    if (held) return this.deliver(lastEventId, sdkStream, answer, false, send, signal);
+    const release = await this.state(sdkStream).acquire();
+    try {
+      return await this.deliver(lastEventId, sdkStream, answer, true, send, signal);
+    } finally {
+      release();
+    }
+  }
+
+  /** Send a resume's events, page after page; `catchUp`: the stream was not held while the
+   *  verdict was asked, so read on past the answer's last page once more. */
+  private async deliver(
+    lastEventId: string,
+    sdkStream: StreamId,
+    answer: ResumeAnswer,
+    catchUp: boolean,
+    send: Send,
+    signal: AbortSignal,
+  ): Promise<StreamId> {
+    const assembler = new MessageAssembler();
+    let sent = 0;
+    let lastSeq = Number(lastEventId.slice(lastEventId.lastIndexOf(":") + 1));
+    const emit = async (event: (typeof answer.events)[number]): Promise<void> => {
+      lastSeq = event.seq;
+      const replayed = assembler.push(event);
+      if (replayed === undefined) return;
+      await send(replayed.id, replayed.message as JSONRPCMessage);
+      sent += 1;
+    };
+    try {
+      for (const event of answer.events) await emit(event);
+      const next = answer.nextAfter ?? (catchUp ? lastSeq : null);
+      if (next !== null) {
+        const generation = answer.generation ?? "";
+        const pages = this.client.eventsAfter(generation, next, {
+          limit: this.options.pageLimit,
+          signal,
+        });
+        for await (const event of pages) await emit(event);
+      }
+    } catch (error) {
+      // What was sent is a true prefix; fail the request rather than leave it with a hole.
+      this.stats.replayedMessages += sent;
+      return this.refuse(lastEventId, sdkStream, refusalOf(error), send);
+    }
+    this.stats.resumed += 1;
+    this.stats.replayedMessages += sent;
+    return sdkStream;
+  }
+
+  /** Fail the client's request(s) on `sdkStream` visibly, or throw when there are none. */
+  private async refuse(
+    lastEventId: string,
+    sdkStream: StreamId | undefined,
+    refusal: Refusal,
+    send: Send,
+  ): Promise<StreamId> {
+    this.stats.refused += 1;
+    const what = `not resuming ${JSON.stringify(lastEventId)}: ${refusal.verdict}/${refusal.reason} (${refusal.detail})`;
+    const requests = sdkStream === undefined ? [] : this.requestsOf(sdkStream);
+    if (requests.length === 0) {
+      const why =
+        sdkStream === undefined || sdkStream === GET_STREAM || this.requestStreams !== undefined
+          ? ""
+          : "; attach the store to its transport (store.attach(transport)) so a refusal can fail the request";
+      this.logger.warn(`mcp-eventlog: ${what}; no request to fail, the GET is answered 500${why}`);
+      throw new ResumeRefused(lastEventId, refusal);
+    }
+    this.logger.info(`mcp-eventlog: ${what}`);
+    for (const id of requests) {
+      // No event id: the refusal is not stored and never becomes a Last-Event-ID.
+      await send("", refusalMessage(id, refusal));
+    }
+    return REFUSED_STREAM_PREFIX + randomKey();
+  }
+
+  /** The ids of the requests whose answers travel on `sdkStream`. */
+  private requestsOf(sdkStream: StreamId): RequestId[] {
+    const ids = new Set<RequestId>(this.streams.peek(sdkStream)?.answered ?? []);
+    for (const [id, stream] of this.requestStreams ?? []) {
+      if (stream === sdkStream && (typeof id === "string" || typeof id === "number")) ids.add(id);
+    }
+    return [...ids];
+  }
+
+  private state(sdkStream: StreamId): StreamState {
+    let state = this.streams.get(sdkStream);
+    if (state === undefined) {
+      state = new StreamState();
+      this.streams.set(sdkStream, state);
+    }
+    return state;
+  }
+
+  /** Remember what a message tells: the request it answers; a second session's start. */
+  private learn(state: StreamState, message: JSONRPCMessage): void {
+    if (!("id" in message) || !("result" in message || "error" in message)) return;
+    const id: unknown = message.id;
+    if (typeof id === "string" || typeof id === "number") state.answered.add(id);
+    const result: unknown = "result" in message ? message.result : undefined;
+    if (
+      isRecord(result) &&
+      typeof result["protocolVersion"] === "string" &&
+      isRecord(result["serverInfo"])
+    ) {
+      this.initializations += 1;
+      if (this.initializations === 2) {
+        this.logger.error(
+          "mcp-eventlog: one EventLogEventStore is serving a second MCP session; its sessions " +
+            "can no longer be kept apart, so every resume is refused. Build one store per transport.",
+        );
+      }
+    }
+  }
+
+  private async write(
+    sdkStream: StreamId,
+    state: StreamState,
+    message: JSONRPCMessage,
+  ): Promise<EventId> {
+    let events: NewEvent[];
+    try {
+      events = encodeMessage(message, this.maxEventBytes);
+    } catch (error) {
+      return this.unstoredId(sdkStream, state, describe(error), false);
+    }
+    if (Date.now() < this.pausedUntil) return this.unstoredId(sdkStream, state, "", false);
+    const signal = AbortSignal.timeout(this.storeTimeoutMs);
+    try {
+      if (state.generation === undefined || state.broken) {
+        await this.open(
+          sdkStream,
+          state,
+          signal,
+          state.generation === undefined ? undefined : "reset",
+        );
+      }
+      const ids = await this.append(sdkStream, state, events, signal);
+      this.stats.stored += 1;
+      return ids[ids.length - 1] ?? this.unstoredId(sdkStream, state, "no id came back", false);
+    } catch (error) {
+      return this.unstoredId(sdkStream, state, describe(error), pausesStoring(error));
+    }
+  }
+
+  private async append(
+    sdkStream: StreamId,
+    state: StreamState,
+    events: readonly NewEvent[],
+    signal: AbortSignal,
+  ): Promise<readonly string[]> {
+    try {
+      const result = await this.client.append(state.generation ?? "", events, {
+        firstSeq: state.nextSeq,
+        signal,
+      });
+      state.nextSeq += events.length;
+      return result.eventIds;
+    } catch (error) {
+      if (!(error instanceof Superseded || error instanceof TerminalGeneration)) throw error;
+      // Someone (an operator, another writer) ended this generation: continue in a new one,
+      // so the old ids reset rather than resume into different events.
+      this.logger.warn(
+        `mcp-eventlog: generation ${state.generation} refused an append (${error.code}); opening a new one`,
+      );
+      await this.open(sdkStream, state, signal, "reset");
+      const result = await this.client.append(state.generation ?? "", events, {
+        firstSeq: 1,
+        signal,
+      });
+      state.nextSeq = 1 + events.length;
+      return result.eventIds;
+    }
+  }
+
+  private async open(
+    sdkStream: StreamId,
+    state: StreamState,
+    signal: AbortSignal,
+    reason: GenerationReason | undefined,
+  ): Promise<void> {
+    const generation = await this.client.openGeneration(
+      await this.names.name(this.scope, sdkStream),
+      {
+        reason,
+        producer: this.producer,
+        maxEvents: this.options.maxEvents,
+        ttlSeconds: this.options.ttlSeconds,
+        signal,
+      },
+    );
+    state.generation = generation.token;
+    state.nextSeq = 1;
+    state.broken = false;
+    this.owners.set(generation.token, { sdkStream, broken: false });
+  }
+
+  /** The id of a message that goes out unstored; spoils its stream (see the class). */
+  private unstoredId(
+    sdkStream: StreamId,
+    state: StreamState,
+    detail: string,
+    pause: boolean,
+  ): EventId {
+    state.broken = true;
+    if (state.generation !== undefined) {
+      // Set again (not only flagged) so the mark survives even if the entry was forgotten.
+      this.owners.set(state.generation, { sdkStream, broken: true });
+    }
+    if (pause) this.pausedUntil = Date.now() + this.pauseAfterFailureMs;
+    this.stats.storeFailures += 1;
+    if (detail) {
+      this.logger.warn(
+        `mcp-eventlog: a message of SDK stream ${sdkStream} went out unstored (${detail}); ` +
+          "a resume from before it will be refused",
+      );
+    }
+    const id = UNSTORED_PREFIX + randomKey();
+    this.unstored.set(id, sdkStream);
+    return id;
+  }
+}
+
+/** Whether a failure to store says the service is down (so stop asking for a moment). */
+function pausesStoring(error: unknown): boolean {
+  return !(error instanceof EventLogError) || error.status === 0 || error.status >= 500;
+}
+
+function tokenOf(eventId: string): string | undefined {
+  return eventId.length <= 300 ? EVENT_ID.exec(eventId)?.[1] : undefined;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function field(target: object, name: string): unknown {
+  return (target as Record<string, unknown>)[name];
+}
+
+/** 128 random bits, URL-safe, without `.` or `:`. */
+function randomKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
+}
