@@ -16,6 +16,7 @@ from app.service.admin import AdminService
 from app.service.audit import DecisionAudit
 from app.service.background import Background
 from app.service.eventlog import EventLogService
+from app.service.live import Hub, LiveReads
 from app.service.observer import Observer, Observers
 from app.service.reading import ReadPath
 from app.service.retention import RetentionWorker
@@ -45,6 +46,8 @@ class Container:
     admin: AdminService
     audit: DecisionAudit
     retention: RetentionWorker
+    hub: Hub
+    live: LiveReads
     background: Background
     # The newest migration, read from the scripts on first use (they are files, not the DB).
     _head: str | None = field(default=None, init=False)
@@ -91,7 +94,10 @@ def build(settings: Settings, observers: Iterable[Observer] = ()) -> Container:
     observer = Observers((outside, audit))
     reads = ReadPath(database, settings)
     retention = RetentionWorker(database, settings, observer=observer)
+    eventlog = EventLogService(database, reads, settings, observer)
+    hub = Hub(database.wakeup_sources(), observer)
     background = Background(observer)
+    background.add("live-wakeups", hub.run)
     if settings.decision_log:
         background.add("decision-audit-flusher", audit.run)
     if settings.retention_interval_seconds > 0:
@@ -101,9 +107,11 @@ def build(settings: Settings, observers: Iterable[Observer] = ()) -> Container:
         database=database,
         observer=observer,
         reads=reads,
-        eventlog=EventLogService(database, reads, settings, observer),
+        eventlog=eventlog,
         admin=AdminService(database, reads, audit, retention),
         audit=audit,
         retention=retention,
+        hub=hub,
+        live=LiveReads(eventlog, reads, hub, settings, observer),
         background=background,
     )

@@ -75,6 +75,17 @@ class Settings(BaseSettings):
     tombstone_ttl_seconds: int = Field(default=7 * 86_400, ge=0)
     max_generations_per_stream: int = Field(default=100, ge=1)
 
+    live_heartbeat_seconds: float = Field(default=15.0, gt=0, description="SSE keep-alive.")
+    live_retry_ms: int = Field(default=1_000, ge=0, description="The SSE `retry:` field.")
+    live_max_seconds: float = Field(
+        default=300.0, gt=0, description="A live connection ends after this; the reader resumes."
+    )
+    live_max_readers: int = Field(default=2_000, ge=1, description="Live readers per process.")
+    live_max_wait_seconds: float = Field(default=30.0, gt=0, description="Longest `wait=`.")
+    live_poll_seconds: float = Field(
+        default=0.1, gt=0, description="SQLite: how often other processes' commits are looked for."
+    )
+
     decision_log: bool = True
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)

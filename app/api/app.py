@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy.engine import make_url
 
 from app import __version__, bootstrap
-from app.api import admin, health, writer
+from app.api import admin, health, live, writer
 from app.api.auth import Keyring
 from app.api.deps import ApiState
 from app.api.limits import BodyLimitMiddleware
@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_problem_handlers(app)
     app.include_router(health.router)
     app.include_router(writer.router, dependencies=[Depends(require_json_body)])
+    app.include_router(live.router)
     app.include_router(admin.router, dependencies=[Depends(require_json_body)])
     app.include_router(console_router)
     return app

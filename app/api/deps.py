@@ -14,6 +14,7 @@ from app.bootstrap import Container
 from app.service.admin import AdminService
 from app.service.errors import InvalidRequest
 from app.service.eventlog import EventLogService
+from app.service.live import LiveReads
 from app.settings import Settings
 
 
@@ -45,6 +46,11 @@ async def get_settings(request: Request) -> Settings:
 async def get_service(request: Request) -> EventLogService:
     """The writer use cases."""
     return api_state(request).container.eventlog
+
+
+async def get_live(request: Request) -> LiveReads:
+    """The live-read use cases."""
+    return api_state(request).container.live
 
 
 async def get_admin_service(request: Request) -> AdminService:
@@ -87,3 +93,4 @@ ServiceDep = Annotated[EventLogService, Depends(get_service)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 AdminDep = Annotated[Principal, Depends(get_admin)]
 AdminServiceDep = Annotated[AdminService, Depends(get_admin_service)]
+LiveDep = Annotated[LiveReads, Depends(get_live)]

@@ -70,6 +70,24 @@ class Metrics(Observer):
         self.dropped_decisions = Counter(
             "eventlog_decision_log_dropped", "Audit entries dropped (buffer full)", registry=r
         )
+        self.live_readers_now = Gauge(
+            "eventlog_live_readers", "Live readers this process serves now", registry=r
+        )
+        self.live_events = Counter(
+            "eventlog_live_events_delivered", "Events sent to live readers", registry=r
+        )
+        self.live_lag = Histogram(
+            "eventlog_live_notify_lag_seconds",
+            "From a commit to its wake-up reaching this process's live readers",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=r,
+        )
+        self.live_sources_up = Gauge(
+            "eventlog_live_wakeup_source_up",
+            "1 while a wake-up source (postgresql, sqlite) is connected",
+            ["source"],
+            registry=r,
+        )
         self.background_failures = Counter(
             "eventlog_background_task_failures",
             "Background tasks that died and were restarted",
@@ -106,6 +124,22 @@ class Metrics(Observer):
     def audit_dropped(self, count: int) -> None:
         """Count audit entries dropped because the buffer was full."""
         self.dropped_decisions.inc(count)
+
+    def live_readers(self, count: int) -> None:
+        """How many live readers this process serves now."""
+        self.live_readers_now.set(count)
+
+    def live_delivered(self, count: int) -> None:
+        """Count events sent to live readers."""
+        self.live_events.inc(count)
+
+    def live_notified(self, lag: float) -> None:
+        """How long after its commit a change reached this process's readers."""
+        self.live_lag.observe(lag)
+
+    def live_source(self, source: str, up: bool) -> None:
+        """Whether a wake-up source is connected."""
+        self.live_sources_up.labels(source).set(1 if up else 0)
 
     def background_failed(self, task: str) -> None:
         """Count a background task that died (it is restarted)."""

@@ -22,3 +22,7 @@ After = Annotated[int, Query(ge=0, le=MAX_SEQ, description="Events with a greate
 PageSize = Annotated[
     int | None, Query(ge=1, description="Events at most (default `EVENTLOG_DEFAULT_PAGE_LIMIT`).")
 ]
+Wait = Annotated[
+    float | None,
+    Query(ge=0, description="Seconds to wait for an event when none is there yet (long-poll)."),
+]

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.schemas import Problem
+from app.domain.decision import Reason
 from app.domain.paging import PageRefusal
 from app.service.errors import (
     AmbiguousStream,
@@ -22,6 +23,7 @@ from app.service.errors import (
     LimitExceeded,
     PageRefused,
 )
+from app.service.live import LiveRefused, TooManyReaders
 from app.storage.errors import (
     AppendRefusedError,
     NotFound,
@@ -92,6 +94,10 @@ class UnsupportedMediaType(Exception):
     """The body is not declared as JSON."""
 
 
+class NotAcceptable(Exception):
+    """The client accepts none of the media types the route answers with."""
+
+
 # The one error table: every refusal a lower layer raises, as (status, code, headers).
 # Lower layers raise typed errors in the problem's words; only this table speaks HTTP.
 _Rule = Callable[[Any], tuple[int, str]]
@@ -103,6 +109,13 @@ _PAGE_STATUS = {
     PageRefusal.EVICTED: 410,
 }
 _LIMIT_CODE = {Limit.BATCH_EVENTS: "batch_too_large", Limit.EVENT_BYTES: "event_too_large"}
+# An invalid claim on the live route: an EventSource stops on these instead of retrying.
+_LIVE_STATUS = {
+    Reason.MALFORMED_ID: 400,
+    Reason.UNKNOWN_GENERATION: 404,
+    Reason.CROSS_STREAM: 409,
+    Reason.BEYOND_TAIL: 409,
+}
 ERROR_TABLE: dict[type[Exception], _Rule] = {
     UnknownGeneration: lambda _e: (404, "unknown_generation"),
     UnknownStream: lambda _e: (404, "unknown_stream"),
@@ -114,8 +127,12 @@ ERROR_TABLE: dict[type[Exception], _Rule] = {
     Unauthenticated: lambda _e: (401, "unauthorized"),
     Forbidden: lambda _e: (403, "forbidden"),
     UnsupportedMediaType: lambda _e: (415, "unsupported_media_type"),
+    NotAcceptable: lambda _e: (406, "not_acceptable"),
+    LiveRefused: lambda e: (_LIVE_STATUS[e.reason], e.reason.value),
+    TooManyReaders: lambda _e: (503, "too_many_readers"),
 }
-_HEADERS: dict[int, dict[str, str]] = {401: _CHALLENGE}
+_EXTRA: dict[type[Exception], dict[str, str]] = {LiveRefused: {"verdict": "invalid"}}
+_HEADERS: dict[int, dict[str, str]] = {401: _CHALLENGE, 503: _RETRY}
 
 
 def install_problem_handlers(app: FastAPI) -> None:
@@ -132,7 +149,8 @@ def install_problem_handlers(app: FastAPI) -> None:
 async def _refusal(_request: Request, error: Exception) -> ProblemResponse:
     rule = next(rule for kind, rule in ERROR_TABLE.items() if isinstance(error, kind))
     status, code = rule(error)
-    return problem(status, code, _detail(error), headers=_HEADERS.get(status))
+    extra = _EXTRA.get(type(error), {})
+    return problem(status, code, _detail(error), headers=_HEADERS.get(status), **extra)
 
 
 def _detail(error: Exception) -> str:

@@ -210,6 +210,7 @@ class PageResponse(BaseModel):
     head_seq: int
     tail_seq: int
     terminal: bool
+    superseded: bool = Field(description="A newer generation fenced this one: no more events.")
 
     @classmethod
     def of(cls, gen: GenerationRecord, page: EventPage) -> PageResponse:
@@ -221,6 +222,7 @@ class PageResponse(BaseModel):
             head_seq=gen.head_seq,
             tail_seq=gen.tail_seq,
             terminal=gen.terminal,
+            superseded=gen.superseded,
         )
 
 

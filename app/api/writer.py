@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import PrincipalDep, ServiceDep, SettingsDep, page_limit
-from app.api.params import After, PageSize, StreamId, Token
+from app.api.deps import LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
+from app.api.params import After, PageSize, StreamId, Token, Wait
 from app.api.problems import problem_responses
 from app.api.schemas import (
     AppendRequest,
@@ -18,6 +18,7 @@ from app.api.schemas import (
     StreamResponse,
 )
 from app.domain.append import EventBody
+from app.service.errors import InvalidRequest
 
 # Every writer route answers 401 without a valid key and 403 without the writer scope
 # (once keys are configured), so every one documents both.
@@ -110,14 +111,26 @@ async def page_events(
     generation: Token,
     principal: PrincipalDep,
     service: ServiceDep,
+    live: LiveDep,
     settings: SettingsDep,
     after: After = 0,
     limit: PageSize = None,
+    wait: Wait = None,
 ) -> PageResponse:
-    """Events after `after`, in order; 410 when some of them were evicted (never skipped)."""
-    gen, page = await service.page(
-        principal.tenant, generation, after=after, limit=page_limit(limit, settings)
-    )
+    """Events after `after`, in order; 410 when some of them were evicted (never skipped).
+
+    With `wait`, when nothing after `after` exists yet and the generation can still grow,
+    the answer waits up to `wait` seconds for an append, terminal, supersede or expiry.
+    """
+    size = page_limit(limit, settings)
+    if wait is None:
+        gen, page = await service.page(principal.tenant, generation, after=after, limit=size)
+    else:
+        if wait > settings.live_max_wait_seconds:
+            raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
+        gen, page = await live.page(
+            principal.tenant, generation, after=after, limit=size, wait=wait
+        )
     return PageResponse.of(gen, page)
 
 

@@ -78,6 +78,11 @@ class Background:
                 await job.run()
                 raise RuntimeError("a background task returned")
             except Exception:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # Stopping while a task group inside the job failed: 3.11's TaskGroup may
+                    # raise the failure instead of the cancellation. Stop all the same.
+                    raise asyncio.CancelledError from None
                 self._down.add(job.name)
                 log.exception("background task %s died; restarting in %.1fs", job.name, delay)
                 self._observer.background_failed(job.name)

@@ -34,6 +34,18 @@ class Observer:
     def background_failed(self, task: str) -> None:
         """A background task died of an unexpected error (it is restarted)."""
 
+    def live_readers(self, count: int) -> None:
+        """This process now serves `count` live readers."""
+
+    def live_delivered(self, count: int) -> None:
+        """Live readers were sent `count` events."""
+
+    def live_notified(self, lag: float) -> None:
+        """A change was heard `lag` seconds after it was committed."""
+
+    def live_source(self, source: str, up: bool) -> None:
+        """A wake-up source connected (up) or lost its connection."""
+
 
 class Observers(Observer):
     """Several observers as one, called in order."""
@@ -64,3 +76,19 @@ class Observers(Observer):
     def background_failed(self, task: str) -> None:
         for observer in self._observers:
             observer.background_failed(task)
+
+    def live_readers(self, count: int) -> None:
+        for observer in self._observers:
+            observer.live_readers(count)
+
+    def live_delivered(self, count: int) -> None:
+        for observer in self._observers:
+            observer.live_delivered(count)
+
+    def live_notified(self, lag: float) -> None:
+        for observer in self._observers:
+            observer.live_notified(lag)
+
+    def live_source(self, source: str, up: bool) -> None:
+        for observer in self._observers:
+            observer.live_source(source, up)

@@ -52,6 +52,16 @@ class Reading:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A live reader's generation now (None once even its tombstone is gone), the events
+    after its position when they are due and retained, and its stream's current generation."""
+
+    generation: GenerationRecord | None
+    page: EventPage | None
+    current: GenerationRecord | None
+
+
 def facts_of(gen: GenerationRecord, *, contiguous: bool | None = None) -> GenerationFacts:
     """What the decision needs to know of a stored generation (contiguity: its counters')."""
     return GenerationFacts(
@@ -104,6 +114,28 @@ class ReadPath:
             if not page.contiguous:
                 raise PageRefused(PageRefusal.EVICTED, "events in the requested range are missing")
             return gen, page
+
+        return await self._database.read(read)
+
+    async def step(self, token: str, *, tenant: str, after: int, limit: int) -> Step:
+        """Where a live reader at `<token>:<after>` stands now, in one snapshot."""
+
+        def read(conn: Connection) -> Step:
+            gen = generations.find(conn, token, tenant=tenant)
+            if gen is None:  # its tombstone outlived the tombstone TTL: as good as expired
+                return Step(None, None, None)
+            current = generations.current_of(conn, [gen.stream_pk]).get(gen.stream_pk)
+            due = not gen.expired and gen.head_seq - 1 <= after < gen.tail_seq
+            page = self._read(conn, gen, after, limit) if due else None
+            return Step(gen, page, current)
+
+        return await self._database.read(read)
+
+    async def current(self, stream_pk: int) -> GenerationRecord | None:
+        """The stream's current generation (None: the stream has none, or is gone)."""
+
+        def read(conn: Connection) -> GenerationRecord | None:
+            return generations.current_of(conn, [stream_pk]).get(stream_pk)
 
         return await self._database.read(read)
 

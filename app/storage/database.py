@@ -18,6 +18,7 @@ from app.storage.dialect import Dialect, Engines, dialect_for
 from app.storage.errors import translated_errors
 from app.storage.migrate import current_revision
 from app.storage.transactions import T, Transactions, Work
+from app.storage.wakeups import LocalCommits, WakeupSource
 
 
 class Database:
@@ -25,8 +26,16 @@ class Database:
 
     def __init__(self, settings: Settings) -> None:
         self.dialect: Dialect = dialect_for(settings.database_url)
+        self._settings = settings
         self._engines: Engines = self.dialect.engines(settings)
-        self._transactions: Transactions = self.dialect.transactions(settings, self._engines)
+        self._local = LocalCommits()
+        self._transactions: Transactions = self.dialect.transactions(
+            settings, self._engines, self._local.committed
+        )
+
+    def wakeup_sources(self) -> list[WakeupSource]:
+        """Where live readers hear of changes: this process's commits, then other processes'."""
+        return [self._local, *self.dialect.wakeup_sources(self._settings)]
 
     @property
     def engine(self) -> AsyncEngine:

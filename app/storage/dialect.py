@@ -33,7 +33,13 @@ from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
 from app.storage.errors import translated_errors
-from app.storage.transactions import DirectTransactions, GroupCommit, Transactions
+from app.storage.transactions import Committed, DirectTransactions, GroupCommit, Transactions
+from app.storage.wakeups import (
+    PostgresNotifications,
+    SqliteDataVersion,
+    WakeupSource,
+    notify,
+)
 
 _SQLITE_BEGIN = "eventlog_sqlite_begin"
 
@@ -59,8 +65,18 @@ class Dialect(ABC):
         """Build the async engine for `settings.database_url` and its snapshot view."""
 
     @abstractmethod
-    def transactions(self, settings: Settings, engines: Engines) -> Transactions:
-        """How this process runs its write transactions."""
+    def transactions(
+        self, settings: Settings, engines: Engines, committed: Committed
+    ) -> Transactions:
+        """How this process runs its write transactions (`committed`: told after COMMIT)."""
+
+    @abstractmethod
+    def announce(self, conn: Connection, changed: set[int]) -> None:
+        """Tell other processes, inside the transaction, which streams it changed."""
+
+    @abstractmethod
+    def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:
+        """Where this process hears of other processes' changes (live readers)."""
 
     @abstractmethod
     def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
@@ -83,15 +99,21 @@ class SqliteDialect(Dialect):
         _install_sqlite_hooks(base.sync_engine, settings)
         return Engines(base=base, snapshot=base.execution_options(**{_SQLITE_BEGIN: "DEFERRED"}))
 
-    def transactions(self, settings: Settings, engines: Engines) -> Transactions:
+    def transactions(
+        self, settings: Settings, engines: Engines, committed: Committed
+    ) -> Transactions:
         # The writer thread uses the stdlib driver directly: a whole group of writes runs
         # there without one event-loop round trip per statement.
-        sync = create_engine(
-            make_url(settings.database_url).set(drivername="sqlite"),
-            connect_args={"timeout": 30, "check_same_thread": False},
+        sync = _stdlib_engine(settings)
+        return GroupCommit(
+            sync.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"}), self.announce, committed
         )
-        _install_sqlite_hooks(sync, settings)
-        return GroupCommit(sync.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"}))
+
+    def announce(self, conn: Connection, changed: set[int]) -> None:
+        """Nothing to send: other processes on the file poll its `data_version`."""
+
+    def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:
+        return [SqliteDataVersion(_stdlib_engine(settings), interval=settings.live_poll_seconds)]
 
     def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
         return sqlite.insert(table).on_conflict_do_nothing(index_elements=list(keys))
@@ -114,8 +136,16 @@ class PostgresDialect(Dialect):
             base=base, snapshot=base.execution_options(isolation_level="REPEATABLE READ")
         )
 
-    def transactions(self, settings: Settings, engines: Engines) -> Transactions:
-        return DirectTransactions(engines.base)
+    def transactions(
+        self, settings: Settings, engines: Engines, committed: Committed
+    ) -> Transactions:
+        return DirectTransactions(engines.base, self.announce, committed)
+
+    def announce(self, conn: Connection, changed: set[int]) -> None:
+        notify(conn, changed)
+
+    def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:
+        return [PostgresNotifications(settings.database_url)]
 
     def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=list(keys))
@@ -153,6 +183,16 @@ def dialect_for(database_url: str) -> Dialect:
 def dialect_of(conn: Connection) -> Dialect:
     """The hooks for the database a connection is on."""
     return _DIALECTS[conn.dialect.name]
+
+
+def _stdlib_engine(settings: Settings) -> Engine:
+    """The SQLite file through the stdlib driver, for a thread of its own."""
+    engine = create_engine(
+        make_url(settings.database_url).set(drivername="sqlite"),
+        connect_args={"timeout": 30, "check_same_thread": False},
+    )
+    _install_sqlite_hooks(engine, settings)
+    return engine
 
 
 def _install_sqlite_hooks(engine: Engine, settings: Settings) -> None:

@@ -20,6 +20,7 @@ from app.storage import generations
 from app.storage.errors import AppendRefusedError
 from app.storage.records import AppendResult, EventPage, EventRecord, GenerationRecord, Tombstoned
 from app.storage.schema import events
+from app.storage.wakeups import touched
 
 # Pages are read in chunks so that a page's memory is bounded by its byte budget, not by
 # its event count times the largest event allowed.
@@ -62,6 +63,7 @@ def append(
         conn.execute(insert(events), rows)
     appended_bytes = sum(row["nbytes"] for row in rows)
     updated = _advance(conn, gen, plan.last_seq, appended_bytes, terminal, now)
+    touched(conn, gen.stream_pk)
     evicted = updated.head_seq - gen.head_seq
     return AppendResult(updated, plan.first_seq, plan.count, duplicate=False, evicted=evicted)
 

@@ -20,6 +20,7 @@ from app.storage.dialect import dialect_of
 from app.storage.errors import UnknownGeneration
 from app.storage.records import GenerationRecord, StreamRecord, Totals
 from app.storage.schema import generations, streams
+from app.storage.wakeups import touched
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +214,7 @@ def open_generation(
     conn.execute(
         update(streams).where(streams.c.id == row.id).values(last_epoch=epoch, updated_at=now)
     )
+    touched(conn, row.id)
     return get(conn, token)
 
 
@@ -243,4 +245,5 @@ def terminate(conn: Connection, token: str, now: datetime) -> GenerationRecord:
     update_generation(
         conn, gen.pk, {"terminal": True, "terminal_seq": gen.tail_seq, "terminal_at": now}
     )
+    touched(conn, gen.stream_pk)
     return get(conn, token)

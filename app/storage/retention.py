@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from app.domain.ids import StreamKey
 from app.storage.records import Tombstoned
 from app.storage.schema import generations, streams
+from app.storage.wakeups import touched
 
 # An arbitrary constant that names "the retention pass" among the database's advisory locks.
 RETENTION_LOCK_KEY = 0x6576_6C6F_6772_6574  # "evlogret"
@@ -35,7 +36,7 @@ def _mark_expired(
     `expires_at` forward wins. SQLite's write lock makes the whole transaction serial.
     """
     query = (
-        select(generations.c.id, generations.c.tail_seq)
+        select(generations.c.id, generations.c.stream_pk, generations.c.tail_seq)
         .where(generations.c.expired_at.is_(None), condition)
         .order_by(generations.c.id)
         .limit(limit)
@@ -54,6 +55,8 @@ def _mark_expired(
             retained_bytes=0,
         )
     )
+    for row in rows:
+        touched(conn, row.stream_pk)
     return [Tombstoned(row.id, row.tail_seq) for row in rows]
 
 

@@ -31,10 +31,16 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.storage.errors import AppendRefusedError, NotFound, StorageUnavailable, translated_errors
+from app.storage.wakeups import take_touched
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
 """A unit of work: runs inside a transaction it must not commit or roll back itself."""
+
+Announce = Callable[[Connection, set[int]], None]
+"""Tells other processes, inside the transaction, which streams it changed."""
+Committed = Callable[[set[int]], None]
+"""Told, after COMMIT, which streams a transaction changed (this process's live readers)."""
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +63,27 @@ class Transactions(Protocol):
 class DirectTransactions:
     """Each write is its own transaction (PostgreSQL: row locks keep writers parallel)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, announce: Announce, committed: Committed) -> None:
         self._engine = engine
+        self._announce = announce
+        self._committed = committed
 
     async def run(self, work: Work[T], *, weight: int = 1) -> T:
         """Run `work` in a transaction of its own (through the async driver)."""
         with translated_errors():
             async with self._engine.begin() as conn:
-                return await conn.run_sync(work)
+                result, changed = await conn.run_sync(self._unit, work)
+        self._committed(changed)
+        return result
+
+    def _unit(self, conn: Connection, work: Work[T]) -> tuple[T, set[int]]:
+        try:
+            result = work(conn)
+        finally:
+            changed = take_touched(conn)
+        if changed:
+            self._announce(conn, changed)
+        return result, changed
 
     async def close(self) -> None:
         """Nothing to stop (the engine's pool is disposed by its owner)."""
@@ -80,13 +99,16 @@ class _Queued:
 
 
 _Outcome = tuple[_Queued, Any, BaseException | None]
+_Group = tuple[list[_Outcome], set[int]]
 
 
 class GroupCommit:
     """One transaction at a time per process; writes that wait meanwhile commit together."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, announce: Announce, committed: Committed) -> None:
         self._engine = engine
+        self._announce = announce
+        self._committed = committed
         self._thread: ThreadPoolExecutor | None = None
         self._queue: asyncio.Queue[_Queued] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -141,31 +163,41 @@ class GroupCommit:
             # Stopping. A group in the thread cannot be interrupted: wait for it, so that
             # every caller learns whether its write committed, and only then stop.
             await asyncio.wait([running])
-            _answer(group, running)
+            self._answer(group, running)
             raise
         except Exception as error:  # the group failed as a whole; the loop goes on
             log.warning("a group of %d writes failed: %s", len(group), error)
-        _answer(group, running)
+        self._answer(group, running)
 
-    def _commit_in_thread(self, group: list[_Queued]) -> list[_Outcome]:
+    def _commit_in_thread(self, group: list[_Queued]) -> _Group:
         outcomes: list[_Outcome] = []
         with translated_errors(), self._engine.begin() as conn:
+            try:
+                for queued in group:
+                    try:
+                        outcomes.append((queued, queued.work(conn), None))
+                    except _REFUSALS as refused:
+                        outcomes.append((queued, None, refused))
+            finally:
+                changed = take_touched(conn)
+            if changed:
+                self._announce(conn, changed)
+        return outcomes, changed
+
+    def _answer(self, group: list[_Queued], running: asyncio.Future[_Group]) -> None:
+        """Answer each caller of a finished group: only now, after COMMIT, is anything acked."""
+        error = running.exception()
+        if error is not None:
             for queued in group:
-                try:
-                    outcomes.append((queued, queued.work(conn), None))
-                except _REFUSALS as refused:
-                    outcomes.append((queued, None, refused))
-        return outcomes
+                _fail(queued, error)
+            return
+        outcomes, changed = running.result()
+        self._committed(changed)
+        _acknowledge(outcomes)
 
 
-def _answer(group: list[_Queued], running: asyncio.Future[list[_Outcome]]) -> None:
-    """Answer each caller of a finished group: only now, after COMMIT, is anything acked."""
-    error = running.exception()
-    if error is not None:
-        for queued in group:
-            _fail(queued, error)
-        return
-    for queued, value, refusal in running.result():
+def _acknowledge(outcomes: list[_Outcome]) -> None:
+    for queued, value, refusal in outcomes:
         if queued.future.done():  # its caller went away; the write stands regardless
             continue
         if refusal is None:

@@ -139,6 +139,6 @@ def test_each_database_gets_its_write_path() -> None:
     assert isinstance(postgres, PostgresDialect)
     settings = Settings(database_url="postgresql+asyncpg://nobody@127.0.0.1/none")
     engines = postgres.engines(settings)
-    assert isinstance(postgres.transactions(settings, engines), DirectTransactions)
+    assert isinstance(postgres.transactions(settings, engines, print), DirectTransactions)
     with pytest.raises(ValueError, match="unsupported"):
         dialect_for("mysql+aiomysql://nobody@127.0.0.1/none")

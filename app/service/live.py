@@ -1,0 +1,382 @@
+"""Live reads: a reader follows a stream as it is written, on any replica.
+
+A reader's claim is decided by the resume table (the same audit entry and metrics as a
+resume); then the reader is fed frames — events, `reset`, `end`, heartbeats — read from
+the database at the reader's own pace, one page at a time. A `Hub` per process wakes the
+readers of a stream when it changes (this process's commits, PostgreSQL notifications,
+SQLite's data_version); every wake-up only means "read again", and a reader that hears
+nothing still reads again at each heartbeat, so a lost wake-up delays, never loses.
+
+Following a generation, each read is judged in this order:
+1. the generation is gone or expired               → reset `expired`, then the next one
+2. the next event to deliver was evicted           → reset `evicted`, then the next one
+3. events after the position are retained          → deliver them (a hole: `eviction_hole`)
+4. the generation is terminal and all is delivered → `end`, and the connection closes
+5. the generation was superseded                   → reset `superseded`, then the next one
+6. otherwise                                       → wait for a wake-up (or a heartbeat)
+"The next one" is the stream's current generation from seq 1 when it is newer and still
+whole, otherwise the next generation opened after it, as soon as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from app.domain.decision import Reason, Verdict
+from app.service.eventlog import EventLogService
+from app.service.observer import Observer
+from app.service.reading import Reading, ReadPath, Step
+from app.settings import Settings
+from app.storage.errors import StorageError, UnknownStream
+from app.storage.records import EventPage, GenerationRecord
+from app.storage.wakeups import WakeupSource
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EventFrame:
+    """One stored event, delivered as `<token>:<seq>`."""
+
+    token: str
+    seq: int
+    event: str | None
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResetFrame:
+    """Refuse to splice: the reader discards what it holds; `generation` follows, if known."""
+
+    reason: Reason
+    generation: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EndFrame:
+    """The followed generation is terminal and all of it was delivered."""
+
+    generation: str
+    terminal_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Nothing happened for a heartbeat interval."""
+
+
+Frame = EventFrame | ResetFrame | EndFrame | Heartbeat
+
+
+class LiveRefused(Exception):
+    """The claim is `invalid`: no stream is served (the reason says why)."""
+
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class TooManyReaders(Exception):
+    """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
+
+
+class _Watch:
+    """One reader's doorbell: armed before a read, rung by any change of its stream after."""
+
+    def __init__(self) -> None:
+        self._rung = asyncio.Event()
+
+    def arm(self) -> None:
+        self._rung.clear()
+
+    def ring(self) -> None:
+        self._rung.set()
+
+    async def wait(self, within: float) -> bool:
+        """True when rung within `within` seconds (a reader's doorbell has a deadline)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                await self._rung.wait()
+                return True
+        return False
+
+
+class _Slot:
+    """A taken reader slot; `release` (idempotent) gives it back."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub: Hub | None = hub
+
+    def release(self) -> None:
+        if self._hub is not None:
+            self._hub._free_slot()
+            self._hub = None
+
+
+class Hub:
+    """This process's live readers and the sources that wake them (one per process)."""
+
+    def __init__(self, sources: Collection[WakeupSource], observer: Observer) -> None:
+        self._sources = tuple(sources)
+        self._observer = observer
+        self._watches: defaultdict[int, set[_Watch]] = defaultdict(set)
+        self.readers = 0
+
+    def take_slot(self, limit: int) -> _Slot:
+        """A live reader's place in this process; `TooManyReaders` past `limit`."""
+        if self.readers >= limit:
+            raise TooManyReaders(f"{self.readers} live readers already")
+        self.readers += 1
+        self._observer.live_readers(self.readers)
+        return _Slot(self)
+
+    def _free_slot(self) -> None:
+        self.readers -= 1
+        self._observer.live_readers(self.readers)
+
+    @contextmanager
+    def watch(self, stream_pk: int) -> Iterator[_Watch]:
+        """Ring the returned watch on every change of the stream while the block runs."""
+        watch = _Watch()
+        self._watches[stream_pk].add(watch)
+        try:
+            yield watch
+        finally:
+            watches = self._watches[stream_pk]
+            watches.discard(watch)
+            if not watches:
+                del self._watches[stream_pk]
+
+    def wake(self, stream_pks: Collection[int] | None, sent_at: float | None = None) -> None:
+        """Ring the readers of these streams (None: of every stream)."""
+        if sent_at is not None:
+            self._observer.live_notified(max(0.0, time.time() - sent_at))
+        pks = list(self._watches) if stream_pks is None else stream_pks
+        for pk in pks:
+            for watch in self._watches.get(pk, ()):
+                watch.ring()
+
+    def watched(self) -> Collection[int]:
+        """The streams some reader follows now."""
+        return list(self._watches)
+
+    def source_up(self, source: str, up: bool) -> None:
+        """A wake-up source connected or lost its connection."""
+        self._observer.live_source(source, up)
+
+    async def run(self) -> None:
+        """Listen to every source until cancelled (a background task)."""
+        async with asyncio.TaskGroup() as group:
+            for source in self._sources:
+                group.create_task(source.run(self), name=f"wakeups-{source.name}")
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where a reader is: the generation it follows and the last seq it was given."""
+
+    generation: GenerationRecord
+    after: int
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """A decided live read holding a reader slot; `LiveReads.frames` serves it, and
+    `close()` frees the slot (whether or not the frames were ever read)."""
+
+    tenant: str
+    stream_pk: int
+    reading: Reading
+    last_epoch: int
+    slot: _Slot
+
+    def close(self) -> None:
+        """Give the reader slot back (idempotent)."""
+        self.slot.release()
+
+
+class LiveReads:
+    """The live-read use cases: follow a stream (frames), and wait for a page (long-poll)."""
+
+    def __init__(
+        self,
+        eventlog: EventLogService,
+        reads: ReadPath,
+        hub: Hub,
+        settings: Settings,
+        observer: Observer,
+    ) -> None:
+        self._eventlog = eventlog
+        self._reads = reads
+        self._hub = hub
+        self._settings = settings
+        self._observer = observer
+
+    async def follow(self, tenant: str, stream_id: str, last_event_id: str | None) -> Follow:
+        """Decide the reader's claim (audited like a resume) and take a reader slot.
+
+        No claim means the stream's current generation from seq 1. `LiveRefused` for an
+        `invalid` claim, `UnknownStream` for a stream without a generation,
+        `TooManyReaders` past the per-process cap.
+        """
+        if self._hub.readers >= self._settings.live_max_readers:  # before any work
+            raise TooManyReaders(f"{self._hub.readers} live readers already")
+        if last_event_id is None:
+            current = (await self._eventlog.stream(tenant, stream_id)).current
+            if current is None:
+                raise UnknownStream(stream_id)
+            last_event_id = f"{current.token}:0"
+        reading = await self._eventlog.resume(
+            tenant, last_event_id, asked_stream=stream_id, limit=self._page_limit
+        )
+        decision = reading.decision
+        if decision.verdict is Verdict.INVALID:
+            raise LiveRefused(decision.reason, decision.detail)
+        claimed = reading.claimed
+        assert claimed is not None  # a claim that is not invalid names a generation
+        current = await self._reads.current(claimed.stream_pk)
+        epoch = max(claimed.epoch, 0 if current is None else current.epoch)
+        slot = self._hub.take_slot(self._settings.live_max_readers)
+        return Follow(tenant, claimed.stream_pk, reading, epoch, slot)
+
+    @property
+    def _page_limit(self) -> int:
+        return self._settings.default_page_limit
+
+    async def frames(self, follow: Follow) -> AsyncGenerator[Sequence[Frame]]:
+        """The frames of a live read, a read's worth at a time, until the generation ends
+        or the connection's lifetime is up.
+
+        The reader slot is freed when it ends; call `follow.close()` as well in case the
+        frames are never read at all.
+        """
+        try:
+            with self._hub.watch(follow.stream_pk) as watch:
+                async for batch in self._serve(follow, watch):
+                    yield batch
+        except StorageError as error:
+            # The stream ends; the reader reconnects with its last id and is decided again.
+            log.warning("live read of stream %s ended: %s", follow.stream_pk, error)
+        finally:
+            follow.close()
+
+    async def _serve(self, follow: Follow, watch: _Watch) -> AsyncIterator[Sequence[Frame]]:
+        deadline = time.monotonic() + self._settings.live_max_seconds
+        reading, epoch = follow.reading, follow.last_epoch
+        cursor: _Cursor | None = None
+        delivered = reading.delivered
+        opening: list[Frame] = []
+        if reading.decision.verdict is Verdict.RESET:
+            fresh = None if delivered is None else delivered.token
+            opening.append(ResetFrame(reading.decision.reason, fresh))
+        if delivered is not None:
+            claim = reading.decision.claim
+            start = claim.seq if delivered is reading.claimed and claim is not None else 0
+            cursor = _Cursor(delivered, start)
+            opening.extend(self._deliver(cursor, reading.page))
+        if opening:
+            yield opening
+        while time.monotonic() < deadline:
+            watch.arm()  # before reading: a change during the read rings it
+            if cursor is None:
+                cursor, epoch = await self._next_generation(follow.stream_pk, epoch)
+                if cursor is not None:
+                    continue
+            else:
+                step = await self._reads.step(
+                    cursor.generation.token,
+                    tenant=follow.tenant,
+                    after=cursor.after,
+                    limit=self._page_limit,
+                )
+                frames, cursor, epoch, done = self._judge(step, cursor, epoch)
+                if frames:
+                    yield frames
+                if done:
+                    return
+                if frames:
+                    continue
+            remaining = deadline - time.monotonic()
+            heartbeat = self._settings.live_heartbeat_seconds
+            if not await watch.wait(min(heartbeat, remaining)) and remaining > heartbeat:
+                yield (Heartbeat(),)
+
+    def _judge(
+        self, step: Step, cursor: _Cursor, epoch: int
+    ) -> tuple[list[Frame], _Cursor | None, int, bool]:
+        """(frames, new cursor, newest epoch seen, done) for one read of a followed generation."""
+        gen = step.generation
+        if gen is None or gen.expired:
+            return self._reset(Reason.EXPIRED, step, cursor, epoch)
+        if cursor.after < gen.head_seq - 1:
+            return self._reset(Reason.EVICTED, step, cursor, epoch)
+        if step.page is not None and step.page.events:
+            if not step.page.contiguous:
+                return self._reset(Reason.EVICTION_HOLE, step, cursor, epoch)
+            cursor.generation = gen
+            return list(self._deliver(cursor, step.page)), cursor, epoch, False
+        if gen.terminal and cursor.after >= gen.tail_seq:
+            assert gen.terminal_seq is not None
+            return [EndFrame(gen.token, gen.terminal_seq)], cursor, epoch, True
+        if gen.superseded:
+            return self._reset(Reason.SUPERSEDED, step, cursor, epoch)
+        return [], cursor, epoch, False
+
+    def _reset(
+        self, reason: Reason, step: Step, cursor: _Cursor, epoch: int
+    ) -> tuple[list[Frame], _Cursor | None, int, bool]:
+        """Reset, then the stream's newer current generation from seq 1 if it is whole."""
+        epoch = max(epoch, cursor.generation.epoch)
+        current = step.current
+        if current is not None and current.epoch > epoch and current.fully_retained:
+            return [ResetFrame(reason, current.token)], _Cursor(current, 0), current.epoch, False
+        newest = epoch if current is None else max(epoch, current.epoch)
+        return [ResetFrame(reason, None)], None, newest, False
+
+    async def _next_generation(self, stream_pk: int, epoch: int) -> tuple[_Cursor | None, int]:
+        """The stream's current generation if it is newer than `epoch` and whole."""
+        current = await self._reads.current(stream_pk)
+        if current is None or current.epoch <= epoch:
+            return None, epoch
+        if not current.fully_retained:  # it cannot be started from seq 1: wait for the next
+            return None, current.epoch
+        return _Cursor(current, 0), current.epoch
+
+    def _deliver(self, cursor: _Cursor, page: EventPage | None) -> Iterator[EventFrame]:
+        if page is None or not page.events:
+            return
+        token = cursor.generation.token
+        for event in page.events:
+            yield EventFrame(token, event.seq, event.event, event.data)
+        cursor.after = page.events[-1].seq
+        self._observer.live_delivered(len(page.events))
+
+    async def page(
+        self, tenant: str, token: str, *, after: int, limit: int, wait: float
+    ) -> tuple[GenerationRecord, EventPage]:
+        """A page after `after`; when none is there yet, wait up to `wait` s for a change."""
+        gen, page = await self._reads.page(token, tenant=tenant, after=after, limit=limit)
+        if page.events or wait <= 0 or _settled(gen):
+            return gen, page
+        deadline = time.monotonic() + wait
+        with self._hub.watch(gen.stream_pk) as watch:
+            while (remaining := deadline - time.monotonic()) > 0:
+                watch.arm()
+                gen, page = await self._reads.page(token, tenant=tenant, after=after, limit=limit)
+                if page.events or _settled(gen):
+                    break
+                await watch.wait(remaining)
+        return gen, page
+
+
+def _settled(gen: GenerationRecord) -> bool:
+    """Nothing more will ever be appended to it."""
+    return gen.terminal or gen.superseded or gen.expired
