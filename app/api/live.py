@@ -98,7 +98,9 @@ def render(frame: Frame) -> str:
         data = {"generation": frame.generation, "terminal_seq": frame.terminal_seq}
         return f"event: end\ndata: {json.dumps(data)}\n\n"
     assert isinstance(frame, Heartbeat)
-    return ": keep-alive\n\n"
+    # A comment line alone, with no blank line after it: a blank line would make some
+    # parsers (httpx-sse, which the MCP Python SDK uses) dispatch an empty event.
+    return ": keep-alive\n"
 
 
 class EventStreamResponse(Response):
@@ -146,7 +148,8 @@ class EventStreamResponse(Response):
 
     async def _stream(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        await _body(send, f"retry: {self._retry_ms}\n\n")
+        # No blank line after it, for the same reason as the heartbeat's: it applies anyway.
+        await _body(send, f"retry: {self._retry_ms}\n")
         async for batch in self._frames:
             await _body(send, "".join(render(frame) for frame in batch))
         await send({"type": "http.response.body", "body": b"", "more_body": False})

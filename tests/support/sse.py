@@ -7,6 +7,7 @@ test awaits the next event with a deadline instead of sleeping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,14 +30,14 @@ class Reader:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     seen: list[ServerSentEvent] = field(default_factory=list)
 
-    async def next(self, timeout: float = WAIT) -> ServerSentEvent:
-        """The next event (data, reset or end), or a TimeoutError."""
-        async with asyncio.timeout(timeout):
+    async def next(self, within: float = WAIT) -> ServerSentEvent:
+        """The next event (data, reset or end), or a TimeoutError after `within` seconds."""
+        async with asyncio.timeout(within):
             return await self.events.get()
 
-    async def take(self, count: int, timeout: float = WAIT) -> list[ServerSentEvent]:
+    async def take(self, count: int, within: float = WAIT) -> list[ServerSentEvent]:
         """The next `count` events."""
-        return [await self.next(timeout) for _ in range(count)]
+        return [await self.next(within) for _ in range(count)]
 
     @property
     def last_id(self) -> str | None:
@@ -68,20 +69,22 @@ async def reading(
     params = {} if query is None else {"last_event_id": query}
     opened = asyncio.Event()
 
+    url = f"/v1/streams/{stream_id}/live"
+    timeout = httpx.Timeout(WAIT, read=None)
+
     async def follow() -> None:
         try:
             async with (
-                httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(WAIT, read=None)) as http,
-                aconnect_sse(http, "GET", f"/v1/streams/{stream_id}/live", headers=sent, params=params) as source,
+                httpx.AsyncClient(base_url=base_url, timeout=timeout) as http,
+                aconnect_sse(http, "GET", url, headers=sent, params=params) as source,
             ):
                 reader.status = source.response.status_code
                 opened.set()
                 if reader.status != 200:
                     return
                 async for event in source.aiter_sse():
-                    if event.retry is not None and not event.data and event.event == "message":
+                    if event.retry is not None:
                         reader.retry = event.retry
-                        continue
                     reader.seen.append(event)
                     reader.events.put_nowait(event)
         finally:
@@ -95,7 +98,5 @@ async def reading(
         yield reader
     finally:
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
