@@ -93,6 +93,8 @@ class _Conn:
                 self.buffer = self.buffer[length:]
                 # An SSL or GSS request comes before the real StartupMessage.
                 self.started = code not in (_SSL_REQUEST, _GSS_REQUEST)
+                if self.started:
+                    self.tally.messages["Startup (new connection)"] += 1
                 continue
             if len(self.buffer) < 5:
                 return

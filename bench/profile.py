@@ -38,6 +38,8 @@ from bench.append_cost import open_generations
 from bench.report import RESULTS_DIR
 from bench.run import load
 
+RATE = 250  # samples per second
+
 # (layer, substrings of a frame that place it there). Checked in order; a sample goes to
 # the innermost frame that matches any layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -115,6 +117,41 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# Inclusive costs worth knowing by name: (label, a substring of the frame).
+KNOWN: tuple[tuple[str, str], ...] = (
+    ("route matching (APIRouter/_IncludedRouter.matches)", "matches (fastapi/routing.py"),
+    (
+        "RequestLogMiddleware (own code, send wrapper)",
+        "RequestLogMiddleware.__call__.<locals>.sending",
+    ),
+    ("RequestMetricsMiddleware send wrapper", "RequestMetricsMiddleware.__call__.<locals>.sending"),
+    ("access log line (logging call)", "Logger.info"),
+    ("prometheus labels/observe/inc", "prometheus_client/"),
+    ("BodyLimitMiddleware (buffer + wait_for)", "BodyLimitMiddleware._read"),
+    ("dependencies (solve_dependencies)", "solve_dependencies"),
+    ("request body validation (request_body_to_args)", "request_body_to_args"),
+    ("response model (serialize_response)", "serialize_response"),
+    ("the endpoint function (append_events)", "append_events (app/api/writer.py"),
+    ("EventLogService.append", "EventLogService.append"),
+    ("Store.append (the write, loop side)", "Store.append"),
+    ("writer thread: the group's transaction", "_commit_in_thread"),
+    ("writes.append (SQLAlchemy statements of an append)", "append (app/storage/writes.py"),
+    ("  _generation (SELECT … JOIN … FOR UPDATE)", "_generation (app/storage/writes.py"),
+    ("  _advance (UPDATE generations)", "_advance (app/storage/writes.py"),
+    ("  statement cache key (_generate_cache_key)", "_generate_cache_key"),
+    ("  compile cache lookup (_compile_w_cache)", "_compile_w_cache"),
+    ("BEGIN (engine begin / _on_begin)", "_on_begin"),
+    ("COMMIT (do_commit)", "do_commit"),
+    ("asyncpg BEGIN (_start_transaction)", "_start_transaction"),
+    ("pool checkout (_ConnectionFairy._checkout)", "_checkout"),
+    ("pool_pre_ping (do_ping)", "do_ping"),
+    ("greenlet bridge (greenlet_spawn)", "greenlet_spawn"),
+    ("asyncpg prepare+execute (_prepare_and_execute)", "_prepare_and_execute"),
+    ("uvicorn response write (RequestResponseCycle.send)", "RequestResponseCycle.send"),
+    ("uvicorn request parsing (data_received)", "data_received"),
+)
+
+
 def _layer(frame: str) -> str | None:
     for name, keys in LAYERS:
         if any(key in frame for key in keys):
@@ -122,12 +159,31 @@ def _layer(frame: str) -> str | None:
     return None
 
 
-def _is_loop_thread(frames: list[str]) -> bool:
-    return any("Runner.run" in f or "uvloop" in f or "run_until_complete" in f for f in frames)
+def _tid(frames: list[str]) -> str:
+    """The thread id of a stack (py-spy `--threads` puts `thread (<id>)…` at its root)."""
+    root = frames[0]
+    return root.split(")")[0] if root.startswith("thread (") else ""
 
 
-def summary(raw: Path, top: int) -> str:
-    """The report of one raw py-spy file (collapsed stacks)."""
+def _is_startup(frames: list[str]) -> bool:
+    return any("importlib._bootstrap" in f for f in frames)
+
+
+def summary(raw: Path, top: int, requests: int = 0) -> str:
+    """The report of one raw py-spy file (collapsed stacks, with thread roots).
+
+    With `requests` (how many the server answered while sampled), each layer's cost is
+    also given in microseconds per request (samples / rate / requests).
+    """
+    samples = []
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        samples.append((stack.split(";"), int(count)))
+    # The event loop's thread: where asyncio's runner is. Code running in a greenlet (the
+    # SQLAlchemy bridge to asyncpg) has its own stack root but the same thread id.
+    loop_tid = collections.Counter(
+        _tid(frames) for frames, _ in samples if any("Runner.run" in f for f in frames)
+    ).most_common(1)[0][0]
     layers: dict[str, collections.Counter[str]] = {
         "loop": collections.Counter(),
         "other": collections.Counter(),
@@ -135,30 +191,50 @@ def summary(raw: Path, top: int) -> str:
     inclusive: collections.Counter[str] = collections.Counter()
     leaves: collections.Counter[str] = collections.Counter()
     totals = {"loop": 0, "other": 0}
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        frames, n = stack.split(";"), int(count)
-        thread = "loop" if _is_loop_thread(frames) else "other"
+    startup = 0
+    for frames, n in samples:
+        if _is_startup(frames):
+            startup += n
+            continue
+        thread = "loop" if _tid(frames) == loop_tid else "other"
         totals[thread] += n
         innermost = next((lay for f in reversed(frames) if (lay := _layer(f))), "other")
         layers[thread][innermost] += n
         leaves[frames[-1]] += n
         if thread == "loop":
-            for frame in set(frames):
+            for frame in set(frames[1:]):
                 inclusive[frame] += n
     everything = max(1, sum(totals.values()))
     lines = [
         f"samples: event-loop thread {totals['loop']} ({totals['loop'] / everything:.0%}), "
-        f"other threads {totals['other']} ({totals['other'] / everything:.0%})"
+        f"other threads {totals['other']} ({totals['other'] / everything:.0%}); "
+        f"{startup} more while importing at startup (left out)"
     ]
     for thread, label in (("loop", "event-loop thread"), ("other", "other threads")):
         if not totals[thread]:
             continue
-        lines.append(f"{label}, by innermost layer (share of that thread; of all samples):")
+        lines.append(
+            f"{label}, by innermost layer (share of that thread; of all samples"
+            + ("; per request" if requests else "")
+            + "):"
+        )
         lines += [
-            f"  {n / totals[thread]:6.1%} {n / everything:6.1%}  {name}"
+            f"  {n / totals[thread]:6.1%} {n / everything:6.1%}"
+            + (f" {n / RATE / requests * 1e6:6.0f} us/req" if requests else "")
+            + f"  {name}"
             for name, n in layers[thread].most_common()
         ]
+    if requests:
+        lines.append("what some known costs take, inclusive (all threads; per request):")
+        for label, key in KNOWN:
+            n = sum(
+                c
+                for frames, c in samples
+                if not _is_startup(frames) and any(key in f for f in frames)
+            )
+            lines.append(
+                f"  {n / everything:6.1%} {n / RATE / requests * 1e6:6.0f} us/req  {label}"
+            )
     lines.append("event-loop thread, frames by inclusive share (app, FastAPI, SQLAlchemy):")
     keys = ("app/", "fastapi/", "sqlalchemy/", "asyncpg/", "starlette/", "pydantic")
     shown = [(f, n) for f, n in inclusive.most_common(600) if any(k in f for k in keys)]
@@ -191,17 +267,23 @@ def profile(
             "EVENTLOG_LOG_LEVEL": "warning",
             "EVENTLOG_MIGRATE_ON_START": "false",
         }
-        argv = [py_spy, "record", "-r", "250", "-f", "raw", "-o", str(raw)]
+        argv = [py_spy, "record", "-r", str(RATE), "-f", "raw", "--threads", "-o", str(raw)]
         argv += ["--gil"] if gil else []
-        argv += ["--", sys.executable, "-m", "app", "serve", "--port", str(port)]
+        module = ["bench.noop"] if path == "noop" else ["app", "serve"]
+        argv += ["--", sys.executable, "-m", *module, "--port", str(port)]
         with (Path(tmp) / "py-spy.log").open("wb") as log:
             spy = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
         try:
             _wait_port(port)
-            if path == "append":
-                tokens = open_generations(port, "profile", connections)
-                wrkload.append(port, tokens, batch=1, seconds=1)  # warm up (sampled too)
+            if path in ("append", "noop"):
+                tokens = (
+                    [f"noop-{i}" for i in range(connections)]
+                    if path == "noop"
+                    else open_generations(port, "profile", connections)
+                )
+                warm = wrkload.append(port, tokens, batch=1, seconds=1)  # sampled too
                 result = wrkload.append(port, tokens, batch=1, seconds=seconds)
+                answered = warm["requests"] + result["requests"] + connections
             else:
                 spec = {
                     "kind": "resume",
@@ -211,11 +293,15 @@ def profile(
                     "max_requests": 1_000_000,
                 }
                 result = load(spec)
+                answered = 0
         finally:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
         brief = {k: v for k, v in result.items() if not isinstance(v, list | dict)}
-        return f"{path} on {db}: {brief}\nraw samples: {raw}\n{summary(raw, top)}"
+        return (
+            f"{path} on {db}: {brief}; {answered} requests answered while sampled\n"
+            f"raw samples: {raw}\n{summary(raw, top, answered)}"
+        )
 
 
 def _wait_port(port: int) -> None:
@@ -234,16 +320,17 @@ def _wait_port(port: int) -> None:
 def main() -> int:
     """`python -m bench.profile {append,resume} [--postgres] [--gil] [--seconds S]`."""
     parser = argparse.ArgumentParser(prog="bench.profile", description=__doc__)
-    parser.add_argument("path", choices=("append", "resume"))
+    parser.add_argument("path", choices=("append", "noop", "resume"))
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL database")
     parser.add_argument("--gil", action="store_true", help="only samples holding the GIL")
     parser.add_argument("--summarise", type=Path, help="only summarise this raw file")
+    parser.add_argument("--requests", type=int, default=0, help="with --summarise: answered")
     args = parser.parse_args()
     if args.summarise:
-        print(summary(args.summarise, args.top))
+        print(summary(args.summarise, args.top, args.requests))
         return 0
     print(
         profile(

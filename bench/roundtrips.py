@@ -21,6 +21,7 @@ import asyncio
 import collections
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from bench import pgwire, seed, servers, wrkload
@@ -123,8 +124,66 @@ def postgresql(appends: int) -> str:
                 out.append(
                     f"PostgreSQL, 16 connections for 2 s: {result['requests']} appends, "
                     f"{trips / n:.2f} round trips and {len(statements) / n:.2f} statements "
-                    f"per append, {messages.get('Parse', 0)} Parse messages"
+                    f"per append; {messages.get('Parse', 0)} Parse messages and "
+                    f"{messages.get('Startup (new connection)', 0)} new connections"
                 )
+    return "\n".join(out)
+
+
+def _thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
+    import psutil  # type: ignore[import-untyped]
+
+    return {t.id: (t.user_time, t.system_time) for t in psutil.Process(pid).threads()}
+
+
+def cpu_per_request(port: int, pid: int, tokens: list[str], seconds: float = 3) -> str:
+    """CPU time the server process spends per request under the 16-connection load, by
+    thread: the main (event-loop) thread, and the rest (SQLite: the writer's thread)."""
+    before = _thread_cpu(pid)
+    result = wrkload.append(port, tokens, batch=1, seconds=seconds)
+    after = _thread_cpu(pid)
+    n = max(1, result["requests"])
+
+    def spent(main: bool, part: int) -> float:
+        return sum(
+            v[part] - before.get(t, (0.0, 0.0))[part]
+            for t, v in after.items()
+            if (t == pid) == main
+        )
+
+    loop_user, loop_sys = spent(True, 0), spent(True, 1)
+    rest_user, rest_sys = spent(False, 0), spent(False, 1)
+    total = loop_user + loop_sys + rest_user + rest_sys
+    ms = 1e3 / n
+    return (
+        f"{result['requests_per_s']:,.0f} req/s (p50 {result['p50_ms']:.2f} ms); server CPU "
+        f"per request {total * ms:.3f} ms = event-loop thread {loop_user * ms:.3f} user + "
+        f"{loop_sys * ms:.3f} sys, other threads {rest_user * ms:.3f} user + "
+        f"{rest_sys * ms:.3f} sys; the process used {total / seconds:.0%} of one core"
+    )
+
+
+def cpu() -> str:
+    """Server CPU per request for the no-op and the service on both databases."""
+    out = ["CPU per request under 16 connections (wrk, 3 s each):"]
+    with tempfile.TemporaryDirectory(prefix="eventlog-roundtrips-") as tmp, ExitStack() as stack:
+        url = f"sqlite+aiosqlite:///{tmp}/cpu.db"
+        seed.migrate(url)
+        noop = stack.enter_context(servers.noop(Path(tmp)))
+        sq = stack.enter_context(servers.service(url, Path(tmp), name="cpu-sqlite"))
+        targets = [
+            ("no-op", noop, [f"noop-{i}" for i in range(16)]),
+            ("SQLite", sq, open_generations(sq.port, "cpu", 16)),
+        ]
+        if servers.postgres_available():
+            pg_url = stack.enter_context(servers.throwaway_postgres())
+            seed.migrate(pg_url)
+            pg = stack.enter_context(servers.service(pg_url, Path(tmp), name="cpu-pg"))
+            targets.append(("PostgreSQL", pg, open_generations(pg.port, "cpu", 16)))
+        for _, server, tokens in targets:
+            wrkload.append(server.port, tokens, batch=1, seconds=1)  # warm up
+        for name, server, tokens in targets:
+            out.append(f"  {name}: {cpu_per_request(server.port, server.pid, tokens)}")
     return "\n".join(out)
 
 
@@ -134,7 +193,12 @@ def main() -> int:
     parser.add_argument("--appends", type=int, default=100)
     parser.add_argument("--sqlite-only", action="store_true")
     parser.add_argument("--postgres-only", action="store_true")
+    parser.add_argument("--cpu-only", action="store_true")
     args = parser.parse_args()
+    if wrkload.tool() == "wrk":
+        print(cpu())
+    if args.cpu_only:
+        return 0
     if not args.postgres_only:
         print(sqlite(args.appends))
     if not args.sqlite_only and servers.postgres_available():

@@ -1,7 +1,7 @@
 """`python -m bench.traced_serve --port P`: the real `serve`, with every SQLite statement traced.
 
 Before the service imports anything, `sqlite3.connect` is wrapped so that each new
-connection (aiosqlite's and the stdlib engine's alike: both call it) gets a trace
+connection (aiosqlite's and the stdlib engine's alike) gets a trace
 callback that appends the statement SQLite actually runs (BEGIN and COMMIT included) as
 one line to the file named by `BENCH_SQL_TRACE`, with the name of the thread that ran it.
 Used by `bench/roundtrips.py` to count the statements of one append; never by the timed
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sqlite3.dbapi2
 import sys
 import threading
 from typing import Any
@@ -32,7 +33,9 @@ def _install(path: str) -> None:
         conn.set_trace_callback(trace)
         return conn
 
+    # aiosqlite calls `sqlite3.connect`, SQLAlchemy's pysqlite `sqlite3.dbapi2.connect`.
     sqlite3.connect = traced_connect  # type: ignore[assignment]
+    sqlite3.dbapi2.connect = traced_connect  # type: ignore[assignment]
 
 
 def main() -> int:
