@@ -251,7 +251,7 @@ def rows(out: Results, plan: Plan) -> list[Results]:
             "ours": ours,
             "unit": unit,
             "ratio": spread,
-            "goal": (">= " if at_least else "<= ") + f"{goal}x",
+            "goal": ("≥ " if at_least else "≤ ") + f"{goal}x",
             "met": met,
         }
 
@@ -324,7 +324,7 @@ def rows(out: Results, plan: Plan) -> list[Results]:
             "unit": "ms",
             "added_ms": _spread(added),
             "client_append_added_ms": _spread(bare),
-            "goal": "<= +0.15 ms",
+            "goal": "≤ +0.15 ms",
             "met": statistics.median(added) <= 0.15,
         }
     )

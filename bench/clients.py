@@ -9,6 +9,9 @@ time, so every figure is a per-request latency. Kinds:
   the same machine. Clients:
   - `httpx`: the project's own `ServiceConnection.request` (httpx.AsyncClient, `json=`,
     retries, typed errors): the client as MCP servers use it today;
+  - `httpx+sniffio`: the same, with `import sniffio` failing at once instead of
+    searching sys.path about 4 times per request (httpcore asks; anyio 4 no longer
+    installs sniffio): what adding `sniffio` to the dependencies would buy;
   - `httpx-tuned`: one `httpx.AsyncClient` with the body pre-encoded (`content=`),
     `trust_env=False` and an explicit `AsyncHTTPTransport(retries=0)`;
   - `httpx-transport`: that transport called directly (`handle_async_request`): httpx's
@@ -35,7 +38,7 @@ import aiohttp
 import httpx
 
 from bench.load import latency_summary
-from bench.wire import Connection
+from bench.wire import Connection, WireError
 from bench.workload import PROGRESS, append_body
 
 HOST = "127.0.0.1"
@@ -53,6 +56,26 @@ async def _httpx_service(port: int, path: str) -> tuple[Request, Close]:
         return await conn.request("POST", path, json=doc, retry=True)
 
     return send, conn.aclose
+
+
+async def _httpx_sniffio(port: int, path: str) -> tuple[Request, Close]:
+    """`httpx` as today, but `import sniffio` answered at once from `sys.modules`."""
+    send, close = await _httpx_service(port, path)
+
+    async def sniffed() -> object:
+        # httpcore asks `import sniffio` ~4 times per request; anyio 4 no longer installs
+        # it, so every ask searches sys.path and fails. A None entry fails at once (as a
+        # cached import would succeed at once): the cost of that search, isolated.
+        missing = "sniffio" not in sys.modules
+        if missing:
+            sys.modules["sniffio"] = None  # type: ignore[assignment]
+        try:
+            return await send()
+        finally:
+            if missing:
+                del sys.modules["sniffio"]
+
+    return sniffed, close
 
 
 async def _httpx_tuned(port: int, path: str) -> tuple[Request, Close]:
@@ -113,7 +136,11 @@ async def _raw(port: int, path: str) -> tuple[Request, Close]:
     body = append_body(1)
 
     async def send() -> object:
-        status, payload = await conn.request("POST", path, body)
+        try:
+            status, payload = await conn.request("POST", path, body)
+        except WireError:  # the server closed the idle kept-alive connection: reconnect
+            await conn.close()
+            status, payload = await conn.request("POST", path, body)
         if status >= 400:
             raise RuntimeError(f"{status} {payload[:200]!r}")
         return json.loads(payload)
@@ -123,6 +150,7 @@ async def _raw(port: int, path: str) -> tuple[Request, Close]:
 
 CLIENTS: dict[str, Callable[[int, str], Awaitable[tuple[Request, Close]]]] = {
     "httpx": _httpx_service,
+    "httpx+sniffio": _httpx_sniffio,
     "httpx-tuned": _httpx_tuned,
     "httpx-transport": _httpx_transport,
     "aiohttp": _aiohttp,
@@ -158,6 +186,9 @@ async def run_clients(spec: dict[str, Any]) -> dict[str, Any]:
         blocks: dict[str, list[list[float]]] = {name: [] for name in names}
         for _ in range(spec["blocks"]):
             for name, (send, _) in made.items():
+                # Untimed first: uvicorn closes a connection idle for 5 s (the other
+                # clients' blocks), and the reconnect is not what is measured.
+                await _timed(send, 3)
                 blocks[name].append(await _timed(send, spec["requests"]))
     finally:
         for _, close in made.values():

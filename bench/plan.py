@@ -31,7 +31,7 @@ class Plan:
 
 FULL = Plan(
     name="full",
-    rounds=4,
+    rounds=6,
     append_seconds=3.0,
     latency_seconds=2.0,
     warmup_seconds=1.0,
