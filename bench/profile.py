@@ -120,12 +120,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Inclusive costs worth knowing by name: (label, a substring of the frame).
 KNOWN: tuple[tuple[str, str], ...] = (
     ("route matching (APIRouter/_IncludedRouter.matches)", "matches (fastapi/routing.py"),
-    (
-        "RequestLogMiddleware (own code, send wrapper)",
-        "RequestLogMiddleware.__call__.<locals>.sending",
-    ),
-    ("RequestMetricsMiddleware send wrapper", "RequestMetricsMiddleware.__call__.<locals>.sending"),
-    ("access log line (logging call)", "Logger.info"),
+    ("access log call (Logger.info; off below INFO)", "Logger.info"),
+    ("query params parsed for dependencies", "HTTPConnection.query_params"),
     ("prometheus labels/observe/inc", "prometheus_client/"),
     ("BodyLimitMiddleware (buffer + wait_for)", "BodyLimitMiddleware._read"),
     ("dependencies (solve_dependencies)", "solve_dependencies"),
@@ -147,6 +143,7 @@ KNOWN: tuple[tuple[str, str], ...] = (
     ("pool_pre_ping (do_ping)", "do_ping"),
     ("greenlet bridge (greenlet_spawn)", "greenlet_spawn"),
     ("asyncpg prepare+execute (_prepare_and_execute)", "_prepare_and_execute"),
+    ("asyncpg bind+execute of a prepared statement", "__bind_execute"),
     ("uvicorn response write (RequestResponseCycle.send)", "RequestResponseCycle.send"),
     ("uvicorn request parsing (data_received)", "data_received"),
 )
