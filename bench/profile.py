@@ -242,7 +242,14 @@ def summary(raw: Path, top: int, requests: int = 0) -> str:
 
 
 def profile(
-    path: str, seconds: float, top: int, *, postgres: bool, gil: bool, connections: int
+    path: str,
+    seconds: float,
+    top: int,
+    *,
+    postgres: bool,
+    gil: bool,
+    connections: int,
+    batch: int = 1,
 ) -> str:
     """Profile the `append` (N connections, 1 event) or `resume` (1 client) path."""
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
@@ -257,7 +264,8 @@ def profile(
         claims = seed.seed_streams(url, "hist", 0, 500, seed.Layout()) if path == "resume" else []
         port = servers.free_port()
         db = "postgresql" if postgres else "sqlite"
-        raw = RESULTS_DIR / f"profile-{path}-{db}{'-gil' if gil else ''}.txt"
+        shape = f"-batch{batch}" if batch > 1 else ""
+        raw = RESULTS_DIR / f"profile-{path}{shape}-{db}{'-gil' if gil else ''}.txt"
         env = {
             **os.environ,
             "EVENTLOG_DATABASE_URL": url,
@@ -278,8 +286,8 @@ def profile(
                     if path == "noop"
                     else open_generations(port, "profile", connections)
                 )
-                warm = wrkload.append(port, tokens, batch=1, seconds=1)  # sampled too
-                result = wrkload.append(port, tokens, batch=1, seconds=seconds)
+                warm = wrkload.append(port, tokens, batch=batch, seconds=1)  # sampled too
+                result = wrkload.append(port, tokens, batch=batch, seconds=seconds)
                 answered = warm["requests"] + result["requests"] + connections
             else:
                 spec = {
@@ -320,6 +328,7 @@ def main() -> int:
     parser.add_argument("path", choices=("append", "noop", "resume"))
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=1, help="events per append")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL database")
     parser.add_argument("--gil", action="store_true", help="only samples holding the GIL")
@@ -337,6 +346,7 @@ def main() -> int:
             postgres=args.postgres,
             gil=args.gil,
             connections=args.connections,
+            batch=args.batch,
         )
     )
     return 0
