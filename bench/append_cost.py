@@ -311,7 +311,7 @@ def rows(out: Results, plan: Plan) -> list[Results]:
     table.append(
         {
             "figure": "EventLogEventStore.store_event p50, sequential (SQLite)",
-            "ceiling_label": "the service's own p50 (wrk, 1 connection)",
+            "ceiling_label": f"the service's own p50 ({out['load']}, 1 connection)",
             "ceiling": _sides(cli, "service"),
             "ours": {
                 "p50_ms": float(

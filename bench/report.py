@@ -122,7 +122,8 @@ def cost_notes(cost: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         "HTTP clients, one request at a time to the no-op endpoint (same body; stdlib "
-        "asyncio loop), p50 per request; wrk's p50 on the same endpoint for reference:"
+        f"asyncio loop), p50 per request; the load tool's ({cost['load']}) p50 on the same "
+        "endpoint for reference:"
     )
     lines.append("")
     lines.append("| client | p50 | per-block p50 range | p99 |")
@@ -135,7 +136,8 @@ def cost_notes(cost: dict[str, Any]) -> str:
         )
     noop = [r["noop"]["p50_ms"] for r in cost["latency"]]
     lines.append(
-        f"| (wrk, 1 connection) | {_median(noop):.3f} ms | {min(noop):.3f}-{max(noop):.3f} ms | |"
+        f"| ({cost['load']}, 1 connection) | {_median(noop):.3f} ms "
+        f"| {min(noop):.3f}-{max(noop):.3f} ms | |"
     )
     return "\n".join(lines)
 
