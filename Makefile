@@ -6,7 +6,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json | cksum | cut -d' ' -f1)
 
+<<<<<<< HEAD
 .PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick clean test-tools screenshots
+=======
+.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean
+>>>>>>> bench
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,10 +56,24 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix app tests migrations clients/python
 	$(BIN)/ruff format app tests migrations clients/python
 
-bench: $(STAMP)  ## the benchmarks (under 10 min): table on stdout, JSON + PNG in bench/results/
+# wrk is the outside load generator of the append figures (Debian package `wrk`). Installed
+# with apt-get when missing and we are root; when it cannot be, the bench says so and falls
+# back to its own Python load process (bench/load.py), so this target never fails.
+bench-tools:  ## install wrk (apt-get) for the bench when it is missing
+	@if command -v wrk >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "bench-tools: wrk is missing and apt-get cannot run here (not root?); the bench falls back to its Python load process"; \
+	else \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq wrk >/dev/null 2>&1 \
+		|| { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } \
+		|| echo "bench-tools: apt-get could not install wrk; the bench falls back to its Python load process"; \
+	fi
+
+bench: $(STAMP) bench-tools  ## the benchmarks (under 10 min): tables on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP)  ## the same at small sizes (under a minute; CI's smoke run, never asserts times)
+bench-quick: $(STAMP) bench-tools  ## the same at small sizes (under a minute; CI's smoke run, never asserts times)
 	$(BIN)/python -m bench --quick
 
 # Debian's Chromium (the console's browser tests, `make screenshots`) with a font, and

@@ -5,9 +5,9 @@ servers' CPU is theirs alone, apart from the machine's second core that this sha
 Kinds of load:
 
 - `append`: `concurrency` clients, each on its own kept connection and its own generation
-  (opened first, outside the timed window), POST `batch` events per request for
-  `duration` seconds after `warmup` seconds. `open: false` targets a path as given
-  (the no-op endpoint).
+  (opened first, outside the timed window, or given as `tokens`), POST `batch` events
+  per request for `duration` seconds after `warmup` seconds. `open: false` targets a
+  path as given (the no-op endpoint).
 - `resume`: one client resumes each claim in turn (latency, not throughput).
 - `replay`: resume after an id, then page `GET …/events?after=` to the tail.
 """
@@ -63,7 +63,9 @@ async def run_append(spec: dict[str, Any]) -> dict[str, Any]:
     batch: int = spec["batch"]
     body = append_body(batch)
     conns = [Connection(HOST, ports[i % len(ports)]) for i in range(concurrency)]
-    if spec.get("open", True):
+    if "tokens" in spec:  # generations opened by the caller, one per client
+        tokens = list(spec["tokens"])
+    elif spec.get("open", True):
         tag = spec.get("tag", "bench")
         tokens = [await _open_generation(c, f"{tag}-append-{i}") for i, c in enumerate(conns)]
     else:

@@ -10,9 +10,11 @@ class Plan:
     """Sizes and durations of one run."""
 
     name: str
-    rounds: int  # A/B rounds of each side-by-side append comparison
-    append_seconds: float  # timed window of each append run (one round)
-    warmup_seconds: float  # untimed start of each append run
+    rounds: int  # interleaved rounds of each side-by-side comparison
+    append_seconds: float  # timed window of each throughput run (one round; wrk: whole s)
+    latency_seconds: float  # timed window of each one-connection latency run
+    warmup_seconds: float  # one untimed run on every server before the rounds (0: none)
+    client_requests: int  # requests per client per round (store_event, HTTP clients)
     single_concurrency: int  # clients appending one event per request
     batch_concurrency: int  # clients appending `batch` events per request
     batch: int
@@ -29,13 +31,15 @@ class Plan:
 
 FULL = Plan(
     name="full",
-    rounds=4,
+    rounds=6,
     append_seconds=3.0,
-    warmup_seconds=0.5,
+    latency_seconds=2.0,
+    warmup_seconds=1.0,
+    client_requests=300,
     single_concurrency=16,
     batch_concurrency=4,
     batch=100,
-    raw_seconds=3.0,
+    raw_seconds=2.0,
     resume_sizes=(10_000, 100_000, 1_000_000),
     resume_rounds=3,
     resume_seconds=2.5,
@@ -49,8 +53,10 @@ FULL = Plan(
 QUICK = Plan(
     name="quick",
     rounds=2,
-    append_seconds=0.5,
-    warmup_seconds=0.2,
+    append_seconds=1.0,
+    latency_seconds=1.0,
+    warmup_seconds=0.0,
+    client_requests=50,
     single_concurrency=16,
     batch_concurrency=4,
     batch=100,

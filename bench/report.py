@@ -1,4 +1,8 @@
-"""The table, the JSON and the plot, all derived from one run's raw results."""
+"""The tables, the JSON and the plot, all derived from one run's raw results.
+
+Two tables: issue 11's (the per-message cost of an append against its ceilings, from
+`bench/append_cost.py`), then the rest (resume and replay by stored history, the peers).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One line of the table."""
+    """One line of the second table."""
 
     what: str
     result: str
@@ -39,85 +43,148 @@ def _met(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-def _noop_rate(sq: dict[str, Any]) -> float:
-    return float(sq["noop"]["requests_per_s"])
+# --- issue 11's table ---------------------------------------------------------------
 
 
-def _spread(doc: dict[str, Any]) -> str:
-    return f"per round {doc['min']:.2f}-{doc['max']:.2f}x"
+def _ratio(row: dict[str, Any]) -> str:
+    if "added_ms" in row:
+        a = row["added_ms"]
+        return f"+{a['median']:.2f} ms (rounds {a['min']:+.2f}..{a['max']:+.2f})"
+    r = row["ratio"]
+    return f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})"
+
+
+def _figure(row: dict[str, Any], doc: dict[str, Any]) -> str:
+    unit = row["unit"]
+    if unit == "ms":
+        return f"{doc['p50_ms']:.2f} ms"
+    key = "events_per_s" if unit == "events/s" else "requests_per_s"
+    text = f"{_n(doc[key])} {unit}"
+    if "p99_ms" in doc and doc.get("rounds") and doc["rounds"][0].get("load") is not None:
+        text += f" (p99 {doc['p99_ms']:.0f} ms)"
+    return text
+
+
+def cost_table(cost: dict[str, Any]) -> str:
+    """Issue 11's table as Markdown: figure, ceiling, ours, ratio (median, range), goal."""
+    lines = [
+        "| figure | ceiling (same run) | mcp-eventlog | ratio (median, per-round range) | goal | |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in cost["rows"]:
+        ceiling = row["ceiling"]
+        if "added_ms" in row:
+            ours = (
+                f"{row['ours']['p50_ms']:.2f} ms (bare `EventLogClient.append` "
+                f"{row['ours']['client_append_p50_ms']:.2f} ms)"
+            )
+        else:
+            ours = _figure(row, row["ours"])
+        if "per_round" in ceiling:  # no-op + raw transaction
+            noop = _median([r["noop"]["p50_ms"] for r in cost["latency"]])
+            raw = _median([r["pgbench"]["p50_ms"] for r in cost["latency"]])
+            ceiling_text = f"{noop:.2f} + {raw:.2f} = {ceiling['p50_ms']:.2f} ms"
+        else:
+            ceiling_text = _figure(row, ceiling)
+        lines.append(
+            f"| {row['figure']} | {row['ceiling_label']}: {ceiling_text} | {ours} "
+            f"| {_ratio(row)} | {row['goal']} | {_met(row['met'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def cost_notes(cost: dict[str, Any]) -> str:
+    """What the table rests on: the load tool, the disk's fsync rate, the HTTP clients."""
+    lines = []
+    if cost["load"] == "wrk":
+        lines.append(
+            "Load: wrk, one thread per connection, each connection appending to its own "
+            "generation; the PostgreSQL ceiling by pgbench with the append's statements."
+        )
+    else:
+        lines.append(
+            f"**Load: the Python load process (bench/load.py), not wrk: "
+            f"{cost['load_fallback_reason']}.** Its ceilings are lower than wrk's; "
+            "`make bench-tools` installs wrk."
+        )
+    raw1 = [r["raw_sqlite_1"]["commits_per_s"] for r in cost["throughput"]]
+    lines.append(
+        f"Disk: raw SQLite, one event per FULL commit, {_n(_median(raw1))} commits/s "
+        f"(rounds {_n(min(raw1))}-{_n(max(raw1))}): the fsync rate the SQLite rows stand on."
+    )
+    clients = cost["http_clients"]
+    lines.append("")
+    lines.append(
+        "HTTP clients, one request at a time to the no-op endpoint (same body; stdlib "
+        f"asyncio loop), p50 per request; the load tool's ({cost['load']}) p50 on the same "
+        "endpoint for reference:"
+    )
+    lines.append("")
+    lines.append("| client | p50 | per-block p50 range | p99 |")
+    lines.append("|---|---|---|---|")
+    for name, doc in clients.items():
+        blocks = doc["p50_ms_per_block"]
+        lines.append(
+            f"| {name} | {doc['p50_ms']:.3f} ms | {min(blocks):.3f}-{max(blocks):.3f} ms "
+            f"| {doc['p99_ms']:.3f} ms |"
+        )
+    noop = [r["noop"]["p50_ms"] for r in cost["latency"]]
+    lines.append(
+        f"| ({cost['load']}, 1 connection) | {_median(noop):.3f} ms "
+        f"| {min(noop):.3f}-{max(noop):.3f} ms | |"
+    )
+    return "\n".join(lines)
+
+
+# --- the rest -----------------------------------------------------------------------
 
 
 def targets(results: dict[str, Any]) -> dict[str, Any]:
-    """The issue's five targets: value, limit, met."""
+    """Every goal of the run: issue 11's rows, then resume and replay."""
+    out: dict[str, Any] = {}
+    for row in results["append_cost"]["rows"]:
+        value = row["added_ms"]["median"] if "added_ms" in row else row["ratio"]["median"]
+        out[row["figure"]] = {"value": value, "goal": row["goal"], "met": row["met"]}
     sq = results["sqlite"]
     sizes = list(sq["resume"])
     small, large = sizes[0], sizes[-1]
-    single_ratio = sq["single_vs_noop"]["median"]
-    batch = sq["append_batch"]["events_per_s"]
-    batch_ratio = sq["batch_vs_raw"]["median"]
     flat = sq["resume"][large]["p99_ms"] / sq["resume"][small]["p99_ms"]
     sdk = results["peers"]["sdk"][large]["one_stream"]
-    return {
-        "single_vs_noop": {"value": single_ratio, "limit": 0.5, "met": single_ratio >= 0.5},
-        "batch_events_per_s": {"value": batch, "limit": 30_000, "met": batch >= 30_000},
-        "batch_vs_raw": {"value": batch_ratio, "limit": 0.25, "met": batch_ratio >= 0.25},
-        "resume_p99_large_vs_small": {"value": flat, "limit": 1.5, "met": flat <= 1.5},
-        "replay_rss_growth_mib": {
-            "value": sq["replay"]["rss_growth_mib"],
-            "limit": 64,
-            "met": sq["replay"]["rss_growth_mib"] < 64,
-        },
-        "resume_vs_sdk_at_largest_p50": {
-            "value": sq["resume"][large]["p50_ms"] / sdk["p50_ms"],
-            "limit": 1.0,
-            "met": sq["resume"][large]["p50_ms"] < sdk["p50_ms"],
-        },
+    out["resume_p99_large_vs_small"] = {"value": flat, "goal": "<= 1.5x", "met": flat <= 1.5}
+    growth = sq["replay"]["rss_growth_mib"]
+    out["replay_rss_growth_mib"] = {"value": growth, "goal": "< 64 MiB", "met": growth < 64}
+    out["resume_vs_sdk_at_largest_p50"] = {
+        "value": sq["resume"][large]["p50_ms"] / sdk["p50_ms"],
+        "goal": "< 1x",
+        "met": sq["resume"][large]["p50_ms"] < sdk["p50_ms"],
     }
+    return out
 
 
-def results_batch(results: dict[str, Any]) -> int:
-    """The batch size of the run (the raw ceiling is keyed by it)."""
-    return int(next(k for k in results["sqlite"] if k.startswith("raw_") and k != "raw_1")[4:])
+def _service_rates(cost: dict[str, Any]) -> tuple[float, float]:
+    """The service's single-event (16 connections) and batched rates on SQLite, events/s."""
+    single = _median([r["sqlite"]["events_per_s"] for r in cost["throughput"]])
+    batch = _median([r["sqlite"]["events_per_s"] for r in cost["batch"]])
+    return single, batch
 
 
 def rows(results: dict[str, Any]) -> list[Row]:
-    """The table: every figure with what it is compared with, side by side."""
+    """The second table: resume, replay, PostgreSQL resume, the peers."""
     sq, pg, peer = results["sqlite"], results["postgresql"], results["peers"]
     goal = targets(results)
-    batch = results_batch(results)
-    noop = _noop_rate(sq)
-    single = sq["append_single"]
-    out = [
-        Row(
-            "1. append, 1 event/request, 16 clients, SQLite",
-            f"{_n(single['requests_per_s'])} req/s (p99 {single['p99_ms']:.0f} ms)",
-            f"no-op endpoint {_n(noop)} req/s ({_spread(sq['single_vs_noop'])}; "
-            f"the load process used at most {sq['noop'].get('load_cpu_share', 0):.0%} of a core)",
-            f"{goal['single_vs_noop']['value']:.2f}x",
-            "≥ 0.5x",
-            _met(goal["single_vs_noop"]["met"]),
-        ),
-        Row(
-            "   (raw in-process SQLite, 1 event/commit)",
-            f"{_n(sq['raw_1']['events_per_s'])} commits/s",
-            "the fsync ceiling for one event per transaction",
-        ),
-        Row(
-            f"2. append, {batch} events/request, 4 clients, SQLite",
-            f"{_n(sq['append_batch']['events_per_s'])} events/s",
-            f"raw in-process SQLite {_n(sq[f'raw_{batch}']['events_per_s'])} events/s "
-            f"({_spread(sq['batch_vs_raw'])})",
-            f"{goal['batch_vs_raw']['value']:.2f}x",
-            "≥ 30,000/s and ≥ 0.25x",
-            f"{_met(goal['batch_events_per_s']['met'])} / {_met(goal['batch_vs_raw']['met'])}",
-        ),
-    ]
+    out = []
     sizes = list(sq["resume"])
     for size in sizes:
         sdk = peer["sdk"][size]
         out.append(
             Row(
-                f"3. resume p50/p99, {_size(size)} stored, SQLite",
+                f"resume p50/p99, {_size(size)} stored, SQLite",
                 _ms(sq["resume"][size]),
                 f"SDK in-memory, one stream: {_ms(sdk['one_stream'])}; "
                 f"streams of 200: {_ms(sdk['streams_of_200'])}",
@@ -147,7 +214,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
     rp = sq["replay"]
     out.append(
         Row(
-            f"4. replay {_size(rp['events'])}-event tail, {rp['pages']} pages, SQLite",
+            f"replay {_size(rp['events'])}-event tail, {rp['pages']} pages, SQLite",
             f"{rp['seconds']:.2f} s ({_n(rp['events_per_s'])} events/s)",
             f"server RSS {rp['rss_baseline_mib']:.0f} → peak {rp['rss_peak_mib']:.0f} MiB",
             f"+{rp['rss_growth_mib']:.1f} MiB",
@@ -156,38 +223,18 @@ def rows(results: dict[str, Any]) -> list[Row]:
         )
     )
     if pg is not None:
-        out += _postgres_rows(pg, sq, noop, batch)
-    out += _peer_rows(peer, sq, batch)
+        out += _postgres_rows(pg, sq)
+    out += _peer_rows(peer, sq, results["append_cost"])
     return out
 
 
-def _postgres_rows(pg: dict[str, Any], sq: dict[str, Any], noop: float, batch: int) -> list[Row]:
+def _postgres_rows(pg: dict[str, Any], sq: dict[str, Any]) -> list[Row]:
     out = []
-    for key, label in (("append_single", "1 process"), ("two_append_single", "2 processes")):
-        rate = pg[key]["requests_per_s"]
-        out.append(
-            Row(
-                f"5. append, 1 event/request, 16 clients, PostgreSQL, {label}",
-                f"{_n(rate)} req/s (p99 {pg[key]['p99_ms']:.0f} ms)",
-                f"no-op endpoint {_n(noop)} req/s",
-                f"{rate / noop:.2f}x",
-            )
-        )
-    for key, label in (("append_batch", "1 process"), ("two_append_batch", "2 processes")):
-        rate = pg[key]["events_per_s"]
-        out.append(
-            Row(
-                f"5. append, {batch} events/request, 4 clients, PostgreSQL, {label}",
-                f"{_n(rate)} events/s",
-                f"service on SQLite {_n(sq['append_batch']['events_per_s'])} events/s",
-                f"{rate / sq['append_batch']['events_per_s']:.2f}x",
-            )
-        )
     sizes = list(pg["resume"])
     for size in sizes:
         out.append(
             Row(
-                f"5. resume p50/p99, {_size(size)} stored, PostgreSQL",
+                f"resume p50/p99, {_size(size)} stored, PostgreSQL",
                 _ms(pg["resume"][size]),
                 f"SQLite {_ms(sq['resume'][size])}",
                 f"{pg['resume'][size]['p50_ms'] / sq['resume'][size]['p50_ms']:.2f}x (p50)",
@@ -200,13 +247,13 @@ def _postgres_rows(pg: dict[str, Any], sq: dict[str, Any], noop: float, batch: i
     return out
 
 
-def _peer_rows(peer: dict[str, Any], sq: dict[str, Any], batch: int) -> list[Row]:
+def _peer_rows(peer: dict[str, Any], sq: dict[str, Any], cost: dict[str, Any]) -> list[Row]:
     out = []
     largest = list(peer["sdk"])[-1]
     sdk = peer["sdk"][largest]["one_stream"]
     out.append(
         Row(
-            f"6. SDK InMemoryEventStore, store {_size(largest)} (in-process)",
+            f"SDK InMemoryEventStore, store {_size(largest)} (in-process)",
             f"{_n(sdk['store_events_per_s'])} events/s",
             "not durable; drops events past max_events_per_stream",
         )
@@ -214,26 +261,25 @@ def _peer_rows(peer: dict[str, Any], sq: dict[str, Any], batch: int) -> list[Row
     redis = peer.get("redis")
     if redis is None:
         return out
-    svc_single = sq["append_single"]["events_per_s"]
-    svc_batch = sq["append_batch"]["events_per_s"]
+    svc_single, svc_batch = _service_rates(cost)
     out += [
         Row(
-            "6. Redis XADD, 1 per round trip, 16 clients",
+            "Redis XADD, 1 per round trip, 16 clients",
             f"{_n(redis['xadd']['events_per_s'])} events/s",
-            f"service on SQLite {_n(svc_single)} events/s",
+            f"service on SQLite, 16 connections: {_n(svc_single)} events/s",
             f"{svc_single / redis['xadd']['events_per_s']:.2f}x (service/Redis)",
         ),
         Row(
-            f"6. Redis XADD pipelined {batch}, 4 clients",
+            "Redis XADD pipelined 100, 4 clients",
             f"{_n(redis['xadd_pipelined']['events_per_s'])} events/s",
-            f"service on SQLite {_n(svc_batch)} events/s",
+            f"service on SQLite, 100-event batches: {_n(svc_batch)} events/s",
             f"{svc_batch / redis['xadd_pipelined']['events_per_s']:.2f}x (service/Redis)",
         ),
     ]
     for size, doc in redis["xrange"].items():
         out.append(
             Row(
-                f"6. Redis XRANGE after id p50/p99, {_size(size)} stored",
+                f"Redis XRANGE after id p50/p99, {_size(size)} stored",
                 _ms(doc),
                 f"service resume on SQLite {_ms(sq['resume'][size])}",
                 f"{sq['resume'][size]['p50_ms'] / doc['p50_ms']:.1f}x (service/Redis, p50)",
@@ -243,9 +289,12 @@ def _peer_rows(peer: dict[str, Any], sq: dict[str, Any], batch: int) -> list[Row
 
 
 def table(results: dict[str, Any]) -> str:
-    """The table as Markdown (what the README shows and the run prints)."""
+    """Both tables as Markdown (what the run prints and docs show)."""
+    cost = results["append_cost"]
+    lines = ["### The per-message cost (issue 11)", "", cost_table(cost), "", cost_notes(cost)]
+    lines += ["", "### Resume, replay and peers", ""]
     head = "| measurement | result | compared with (same run) | ratio | target | |"
-    lines = [head, "|---|---|---|---|---|---|"]
+    lines += [head, "|---|---|---|---|---|---|"]
     lines += [
         f"| {r.what} | {r.result} | {r.compared_with} | {r.ratio} | {r.target} | {r.met} |"
         for r in rows(results)
@@ -263,43 +312,53 @@ def table(results: dict[str, Any]) -> str:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    """Two panels: append rates side by side, and resume latency as history grows."""
+    """Two panels: append rates against their ceilings, and resume latency as history grows."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sq, pg, peer = results["sqlite"], results["postgresql"], results["peers"]
-    batch = results_batch(results)
-    fig, (rates_ax, resume_ax) = plt.subplots(1, 2, figsize=(16, 6), width_ratios=[1, 1.1])
+    sq, pg, peer, cost = (
+        results["sqlite"],
+        results["postgresql"],
+        results["peers"],
+        results["append_cost"],
+    )
+    thr, bat = cost["throughput"], cost["batch"]
+
+    def med(runs: list[dict[str, Any]], side: str, key: str = "events_per_s") -> float:
+        return _median([r[side][key] for r in runs])
+
     bars: list[tuple[str, float, str]] = [
-        ("no-op HTTP\n1/req", _noop_rate(sq), "grey"),
-        ("service SQLite\n1/req", sq["append_single"]["events_per_s"], "tab:blue"),
-        (f"service SQLite\n{batch}/req", sq["append_batch"]["events_per_s"], "tab:blue"),
-        (f"raw SQLite\n{batch}/commit", sq[f"raw_{batch}"]["events_per_s"], "grey"),
+        ("no-op HTTP\n1/req", med(thr, "noop"), "grey"),
+        ("service SQLite\n1/req", med(thr, "sqlite"), "tab:blue"),
+        ("raw SQLite\n1/commit", med(thr, "raw_sqlite_1"), "grey"),
     ]
-    if pg is not None:
+    if cost["postgresql"]:
         bars += [
-            ("service PG\n1/req", pg["append_single"]["events_per_s"], "tab:green"),
-            ("2x service PG\n1/req", pg["two_append_single"]["events_per_s"], "tab:green"),
-            (f"service PG\n{batch}/req", pg["append_batch"]["events_per_s"], "tab:green"),
-            (f"2x service PG\n{batch}/req", pg["two_append_batch"]["events_per_s"], "tab:green"),
+            ("service PG\n1/req", med(thr, "postgresql"), "tab:green"),
+            ("pgbench raw\n1/txn", med(thr, "pgbench"), "grey"),
         ]
+    bars += [
+        ("service SQLite\n100/req", med(bat, "sqlite"), "tab:blue"),
+        ("raw SQLite\n100/commit", med(bat, "raw_sqlite"), "grey"),
+    ]
     if peer.get("redis"):
         bars += [
             ("Redis XADD\n1/req", peer["redis"]["xadd"]["events_per_s"], "tab:red"),
             (
-                f"Redis XADD\npipelined {batch}",
+                "Redis XADD\npipelined 100",
                 peer["redis"]["xadd_pipelined"]["events_per_s"],
                 "tab:red",
             ),
         ]
+    fig, (rates_ax, resume_ax) = plt.subplots(1, 2, figsize=(16, 6), width_ratios=[1, 1.1])
     labels = [b[0].replace("\n", " ") for b in bars]
     rates_ax.barh(labels, [b[1] for b in bars], color=[b[2] for b in bars])
     rates_ax.invert_yaxis()
     rates_ax.set_xscale("log")
     rates_ax.set_xlabel("events/s (log)")
-    rates_ax.set_title("Append rate (same run, 127.0.0.1)")
+    rates_ax.set_title(f"Append rate vs ceilings (same run, load: {cost['load']})")
     for index, bar in enumerate(bars):
         rates_ax.text(bar[1], index, f" {bar[1]:,.0f}", va="center", fontsize=8)
     sizes = [int(s) for s in sq["resume"]]
@@ -340,10 +399,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 
 def write_report(results: dict[str, Any]) -> str:
-    """Write `bench/results/bench-<plan>.{json,png}`; return the table."""
+    """Write `bench/results/bench-<plan>.{json,png,md}`; return the tables."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     results["targets"] = targets(results)
     stem = RESULTS_DIR / f"bench-{results['plan']}"
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    text = table(results)
+    stem.with_suffix(".md").write_text(text + "\n")
     plot(results, stem.with_suffix(".png"))
-    return table(results) + f"\n\nWrote {stem}.json and {stem}.png\n"
+    return text + f"\n\nWrote {stem}.json, {stem}.md and {stem}.png\n"

@@ -1,14 +1,14 @@
 """The run: every measurement in one process tree, side by side, in a fixed order.
 
-Order matters on a noisy 2-core machine: the no-op ceiling is measured right before and
-right after the service's append runs, and its spread is reported as the run's noise.
+First issue 11's table (`bench/append_cost.py`: the append against its ceilings, in
+interleaved rounds), then resume and replay by stored history on each database, then the
+peers (the SDK's in-memory store, Redis Streams).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import ceilings, peers, seed, servers
+from bench import append_cost, peers, seed, servers
 from bench.load import latency_summary
 from bench.plan import Plan
 
@@ -42,25 +42,7 @@ def load(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def say(message: str) -> None:
-    """Progress on stderr (the table goes to stdout)."""
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _append(plan: Plan, ports: list[int], *, batch: int, tag: str, open_: bool = True) -> Results:
-    concurrency = plan.single_concurrency if batch == 1 else plan.batch_concurrency
-    return load(
-        {
-            "kind": "append",
-            "ports": ports,
-            "concurrency": concurrency,
-            "batch": batch,
-            "duration": plan.append_seconds,
-            "warmup": plan.warmup_seconds,
-            "tag": tag,
-            "open": open_,
-        }
-    )
+say = append_cost.say
 
 
 def _resume(plan: Plan, port: int, claims: list[tuple[str, str]]) -> Results:
@@ -146,66 +128,9 @@ def _replay(plan: Plan, url: str, logdir: Path) -> Results:
         }
 
 
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values))
-
-
-def _aggregate(rounds: list[Results]) -> Results:
-    """Medians over rounds (each figure separately), with the per-round rates kept."""
-    keys = ("requests_per_s", "events_per_s", "p50_ms", "p99_ms")
-    out: Results = {k: _median([r[k] for r in rounds if k in r]) for k in keys if k in rounds[0]}
-    out["rounds"] = [r["events_per_s"] for r in rounds]
-    if "load_cpu_share" in rounds[0]:
-        out["load_cpu_share"] = max(r["load_cpu_share"] for r in rounds)
-    out["errors"] = sum(r.get("errors", 0) for r in rounds)
-    return out
-
-
-def _interleaved(
-    rounds: int, first: Callable[[int], Results], second: Callable[[int], Results]
-) -> tuple[Results, Results, Results]:
-    """A, B, A, B …: both sides see the same machine, round by round.
-
-    Returns the two sides' medians and the ratio second/first per round (its median and
-    its range are the run's own measure of noise).
-    """
-    a: list[Results] = []
-    b: list[Results] = []
-    for index in range(rounds):
-        a.append(first(index))
-        b.append(second(index))
-    ratios = [y["events_per_s"] / x["events_per_s"] for x, y in zip(a, b, strict=True)]
-    spread = {"median": _median(ratios), "min": min(ratios), "max": max(ratios)}
-    return _aggregate(a), _aggregate(b), spread
-
-
-def _raw(plan: Plan, workdir: Path, batch: int, index: int) -> Results:
-    path = workdir / f"raw-{batch}-{index}.db"
-    url = f"sqlite+aiosqlite:///{path}"
-    seed.migrate(url)
-    return ceilings.raw_sqlite_append(str(path), url, batch=batch, duration=plan.raw_seconds)
-
-
 def sqlite_suite(plan: Plan, workdir: Path) -> Results:
-    """Items 1-4 on SQLite: append vs no-op, batched vs raw, resume by size, replay."""
+    """Resume latency by stored history and the long-tail replay, on SQLite."""
     out: Results = {}
-    url = f"sqlite+aiosqlite:///{workdir}/append.db"
-    seed.migrate(url)
-    with servers.noop(workdir) as noop, servers.service(url, workdir) as server:
-        say(f"single-event appends, no-op endpoint and service on SQLite, {plan.rounds} rounds")
-        out["noop"], out["append_single"], out["single_vs_noop"] = _interleaved(
-            plan.rounds,
-            lambda r: _append(plan, [noop.port], batch=1, tag=f"noop{r}", open_=False),
-            lambda r: _append(plan, [server.port], batch=1, tag=f"single{r}"),
-        )
-        say(f"{plan.batch}-event appends, raw in-process SQLite and service, {plan.rounds} rounds")
-        out[f"raw_{plan.batch}"], out["append_batch"], out["batch_vs_raw"] = _interleaved(
-            plan.rounds,
-            lambda r: _raw(plan, workdir, plan.batch, r),
-            lambda r: _append(plan, [server.port], batch=plan.batch, tag=f"batch{r}"),
-        )
-    say("raw in-process SQLite, 1-event transactions")
-    out["raw_1"] = _raw(plan, workdir, 1, 0)
     urls = {n: f"sqlite+aiosqlite:///{workdir}/history-{n}.db" for n in plan.resume_sizes}
     for url in urls.values():
         seed.migrate(url)
@@ -217,27 +142,14 @@ def sqlite_suite(plan: Plan, workdir: Path) -> Results:
 
 
 def postgres_suite(plan: Plan, workdir: Path) -> Results:
-    """Items 1-3 on PostgreSQL, with one and with two service processes on one database."""
+    """Resume latency by stored history, on PostgreSQL."""
     out: Results = {}
-    with servers.throwaway_postgres() as url:
-        seed.migrate(url)
-        with servers.service(url, workdir, name="pg-1") as one:
-            say("service on PostgreSQL, single-event appends")
-            out["append_single"] = _append(plan, [one.port], batch=1, tag="pg-single")
-            say(f"service on PostgreSQL, {plan.batch}-event appends")
-            out["append_batch"] = _append(plan, [one.port], batch=plan.batch, tag="pg-batch")
-            with servers.service(url, workdir, name="pg-2") as two:
-                ports = [one.port, two.port]
-                say("two service processes on one PostgreSQL, single-event appends")
-                out["two_append_single"] = _append(plan, ports, batch=1, tag="pg2-single")
-                say(f"two service processes on one PostgreSQL, {plan.batch}-event appends")
-                out["two_append_batch"] = _append(plan, ports, batch=plan.batch, tag="pg2-batch")
-        say("service on PostgreSQL, resume latency by stored history")
-        with ExitStack() as stack:
-            urls = {n: stack.enter_context(servers.throwaway_postgres()) for n in plan.resume_sizes}
-            for history in urls.values():
-                seed.migrate(history)
-            out["resume"] = _resume_series(plan, urls, workdir)
+    say("service on PostgreSQL, resume latency by stored history")
+    with ExitStack() as stack:
+        urls = {n: stack.enter_context(servers.throwaway_postgres()) for n in plan.resume_sizes}
+        for history in urls.values():
+            seed.migrate(history)
+        out["resume"] = _resume_series(plan, urls, workdir)
     return out
 
 
@@ -278,6 +190,9 @@ def run(plan: Plan) -> Results:
     }
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eventlog-bench-")))
+        results["append_cost"] = _timed(
+            "append_cost", lambda: append_cost.suite(plan, workdir), timings
+        )
         results["sqlite"] = _timed("sqlite", lambda: sqlite_suite(plan, workdir), timings)
         if servers.postgres_available():
             results["postgresql"] = _timed(

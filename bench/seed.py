@@ -184,7 +184,7 @@ def seed_streams(
     return asyncio.run(_seed_streams(url, prefix, first, count, layout))
 
 
-async def _seed_long(url: str, stream_id: str, count: int) -> str:
+async def _seed_long(url: str, stream_id: str, count: int, token: str | None) -> str:
     engine = create_async_engine(url)
     now = datetime.now(UTC)
     try:
@@ -201,6 +201,8 @@ async def _seed_long(url: str, stream_id: str, count: int) -> str:
                 )
             )
             row = _generation_row(gen_pk, stream_pk, 1, count, current=True, now=now)
+            if token is not None:
+                row["token"] = token
             await conn.execute(insert(generations), [row])
             for start in range(1, count + 1, _CHUNK):
                 n = min(_CHUNK, count + 1 - start)
@@ -212,6 +214,9 @@ async def _seed_long(url: str, stream_id: str, count: int) -> str:
     return token
 
 
-def seed_long_generation(url: str, stream_id: str, count: int) -> str:
-    """One stream whose single generation holds `count` events; returns its token."""
-    return asyncio.run(_seed_long(url, stream_id, count))
+def seed_long_generation(url: str, stream_id: str, count: int, token: str | None = None) -> str:
+    """One stream whose single generation holds `count` events; returns its token.
+
+    `token` names the generation (the raw ceilings address theirs by a known name).
+    """
+    return asyncio.run(_seed_long(url, stream_id, count, token))

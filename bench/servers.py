@@ -85,14 +85,19 @@ def _stop(server: Server) -> None:
 
 
 @contextlib.contextmanager
-def started(name: str, argv: list[str], env: dict[str, str], logdir: Path) -> Iterator[Server]:
-    """Start `argv` with `--port <free>` appended, wait until healthy, stop it on exit."""
+def started(
+    name: str, argv: list[str], env: dict[str, str], logdir: Path, cwd: Path = REPO
+) -> Iterator[Server]:
+    """Start `argv` with `--port <free>` appended, wait until healthy, stop it on exit.
+
+    `cwd` is where it runs: `python -m app` imports the `app` package found there first.
+    """
     port = free_port()
     log = logdir / f"{name}-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(  # noqa: S603 (our own interpreter and modules)
             [*argv, "--port", str(port)],
-            cwd=REPO,
+            cwd=cwd,
             env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -106,16 +111,26 @@ def started(name: str, argv: list[str], env: dict[str, str], logdir: Path) -> It
 
 
 def service(
-    database_url: str, logdir: Path, name: str = "service"
+    database_url: str,
+    logdir: Path,
+    name: str = "service",
+    *,
+    tree: Path = REPO,
+    env: dict[str, str] | None = None,
 ) -> contextlib.AbstractContextManager[Server]:
-    """The real service, as an operator starts it: `python -m app serve --port P`."""
-    env = {
+    """The real service, as an operator starts it: `python -m app serve --port P`.
+
+    `tree`: a directory holding another `app` package (a variant to compare); `env`:
+    more settings.
+    """
+    full = {
         "EVENTLOG_DATABASE_URL": database_url,
         "EVENTLOG_LOG_LEVEL": "warning",
         # The harness migrated the database already; two processes must not race to.
         "EVENTLOG_MIGRATE_ON_START": "false",
+        **(env or {}),
     }
-    return started(name, [sys.executable, "-m", "app", "serve"], env, logdir)
+    return started(name, [sys.executable, "-m", "app", "serve"], full, logdir, cwd=tree)
 
 
 def noop(logdir: Path) -> contextlib.AbstractContextManager[Server]:
