@@ -6,11 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json | cksum | cut -d' ' -f1)
 
-<<<<<<< HEAD
-.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick clean test-tools screenshots
-=======
-.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean
->>>>>>> bench
+.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
