@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.settings import Settings
 from app.storage.dialect import Dialect, Engines, dialect_for
 from app.storage.errors import translated_errors
 from app.storage.migrate import current_revision
-from app.storage.transactions import T, Transactions, Work
+from app.storage.transactions import GroupCommit, T, Transactions, Work
 
 
 class Database:
@@ -32,6 +33,15 @@ class Database:
     def engine(self) -> AsyncEngine:
         """The async engine reads run on (for instrumentation: tests, tracing)."""
         return self._engines.base
+
+    @property
+    def sync_engines(self) -> tuple[Engine, ...]:
+        """Every engine SQL runs on, as SQLAlchemy's sync `Engine` (for tracing): the async
+        engine's, and on SQLite the writer thread's own."""
+        engines = (self._engines.base.sync_engine,)
+        if isinstance(self._transactions, GroupCommit):
+            return (*engines, self._transactions._engine)
+        return engines
 
     async def read(self, work: Work[T]) -> T:
         """Run `work` in a read-only transaction that sees one committed snapshot."""
