@@ -2,8 +2,8 @@
 
 This module only decides, from the environment and without importing OpenTelemetry,
 whether this process traces; `app/telemetry/tracing.py`, which needs the `otel` extra,
-does the tracing. With nothing configured nothing of OpenTelemetry is imported, no tracer
-provider exists and no instrumentation is installed: a request costs what it did before.
+does the tracing. With nothing configured neither the SDK nor an instrumentation is
+imported, no tracer provider exists and nothing is installed: a request costs what it did.
 """
 
 from __future__ import annotations
