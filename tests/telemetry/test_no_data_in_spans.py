@@ -8,14 +8,22 @@ links, status and resource) for each marker.
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 import uuid
+from contextlib import closing
+from pathlib import Path
 
 import httpx
 from fastapi import FastAPI
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
-from app.telemetry.tracing import DECISION_SPAN
-from tests.support.app import state_of
+from app.api.app import create_app
+from app.telemetry.tracing import DECISION_SPAN, Tracing
+from tests.support.app import BASE_URL, make_settings, state_of
 from tests.telemetry.conftest import statement
 
 
@@ -69,3 +77,29 @@ async def test_no_span_carries_event_data_or_a_claim_as_sent(
         whole = span.to_json()
         for what, marker in markers.items():
             assert marker not in whole, f"{what} in span {span.name}"
+
+
+async def test_a_failed_decision_is_an_error_span_without_the_claim(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    path = tmp_path / "eventlog.db"
+    shutil.copyfile(sqlite_template, path)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = create_app(make_settings(f"sqlite+aiosqlite:///{path}"), Tracing(provider))
+    claim = f"secretToken{uuid.uuid4().hex}:1"
+    async with app.router.lifespan_context(app):
+        with closing(sqlite3.connect(path)) as broken:  # the read's table goes: SELECT fails
+            broken.execute("ALTER TABLE generations RENAME TO generations_gone")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
+            answer = await client.post("/v1/resume", json={"last_event_id": claim})
+
+    assert answer.status_code == 503, answer.text
+    spans = exporter.get_finished_spans()
+    [decision] = [s for s in spans if s.name == DECISION_SPAN]
+    assert decision.status.status_code is StatusCode.ERROR
+    assert (decision.attributes or {})["error.type"] == "StorageUnavailable"
+    for span in spans:
+        assert claim.split(":")[0] not in span.to_json(), span.name
