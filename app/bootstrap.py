@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from app.service.admin import AdminService
 from app.service.audit import DecisionAudit
@@ -24,6 +25,9 @@ from app.settings import Settings
 from app.storage.database import Database
 from app.storage.errors import StorageError
 from app.storage.migrate import head_revision
+
+if TYPE_CHECKING:
+    from app.telemetry.tracing import Tracing
 
 
 class NotReady(StrEnum):
@@ -49,6 +53,7 @@ class Container:
     hub: Hub
     live: LiveReads
     background: Background
+    tracing: Tracing | None = None
     # The newest migration, read from the scripts on first use (they are files, not the DB).
     _head: str | None = field(default=None, init=False)
 
@@ -62,11 +67,14 @@ class Container:
             await self.close()
 
     async def close(self) -> None:
-        """Stop the background tasks, write what the audit log holds, close the database."""
+        """Stop the background tasks, write what the audit log holds, close the database;
+        then export the spans still batched."""
         await self.background.stop()
         with suppress(StorageError):
             await self.audit.flush()
         await self.database.close()
+        if self.tracing is not None:
+            await asyncio.to_thread(self.tracing.shutdown)
 
     async def unready(self) -> tuple[NotReady, str] | None:
         """Why the process should not take traffic now (and in words), or None when it may."""
@@ -86,13 +94,18 @@ class Container:
         return None
 
 
-def build(settings: Settings, observers: Iterable[Observer] = ()) -> Container:
-    """Build (without starting anything) the parts of a service on `settings.database_url`."""
+def build(
+    settings: Settings, observers: Iterable[Observer] = (), tracing: Tracing | None = None
+) -> Container:
+    """Build (without starting anything) the parts of a service on `settings.database_url`;
+    with `tracing`, its statements and decisions are traced."""
     database = Database(settings)
+    if tracing is not None:
+        tracing.instrument_database(database)
     outside = Observers(observers)
     audit = DecisionAudit(database, enabled=settings.decision_log, observer=outside)
     observer = Observers((outside, audit))
-    reads = ReadPath(database, settings)
+    reads = ReadPath(database, settings, tracing)
     retention = RetentionWorker(database, settings, observer=observer)
     eventlog = EventLogService(database, reads, settings, observer)
     hub = Hub(database.wakeup_sources(), observer)
@@ -114,4 +127,5 @@ def build(settings: Settings, observers: Iterable[Observer] = ()) -> Container:
         hub=hub,
         live=LiveReads(eventlog, reads, hub, settings, observer),
         background=background,
+        tracing=tracing,
     )

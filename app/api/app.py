@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI
 from sqlalchemy.engine import make_url
 
-from app import __version__, bootstrap
+from app import __version__, bootstrap, telemetry
 from app.api import admin, health, live, writer
 from app.api.auth import Keyring
 from app.api.deps import ApiState
@@ -21,14 +22,21 @@ from app.api.problems import install_problem_handlers
 from app.console.router import router as console_router
 from app.settings import Settings
 
+if TYPE_CHECKING:
+    from app.telemetry.tracing import Tracing
+
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the service: its parts come from `bootstrap.build`; the lifespan runs them."""
+def create_app(settings: Settings | None = None, tracing: Tracing | None = None) -> FastAPI:
+    """Build the service: its parts come from `bootstrap.build`; the lifespan runs them.
+
+    `settings` and `tracing` default to what the environment says (`EVENTLOG_*`, `OTEL_*`).
+    """
     settings = settings or Settings()
+    tracing = tracing or telemetry.from_environment()
     metrics = Metrics()
-    state = ApiState(bootstrap.build(settings, [metrics]), Keyring(settings.keys), metrics)
+    state = ApiState(bootstrap.build(settings, [metrics], tracing), Keyring(settings.keys), metrics)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -62,6 +70,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(live.router)
     app.include_router(admin.router, dependencies=[Depends(require_json_body)])
     app.include_router(console_router)
+    if tracing is not None:
+        tracing.instrument_app(app)
     return app
 
 

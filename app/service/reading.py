@@ -7,7 +7,9 @@ would get on the same state, because it is computed by the same code on the same
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
@@ -76,11 +78,20 @@ def facts_of(gen: GenerationRecord, *, contiguous: bool | None = None) -> Genera
     )
 
 
+class DecisionTracer(Protocol):
+    """Wraps a decision's read in a trace span (`app/telemetry/tracing.py`)."""
+
+    def decision(self, reading: Awaitable[Reading]) -> Awaitable[Reading]: ...
+
+
 class ReadPath:
     """Decide-and-read and page reads, each one snapshot of the database."""
 
-    def __init__(self, database: Database, settings: Settings) -> None:
+    def __init__(
+        self, database: Database, settings: Settings, tracer: DecisionTracer | None = None
+    ) -> None:
         self._database = database
+        self._tracer = tracer  # None (not tracing): not one call more per decision
         self._policy: TerminalPolicy = settings.terminal_resume
         self._max_bytes = settings.max_page_bytes
 
@@ -96,7 +107,8 @@ class ReadPath:
         def read(conn: Connection) -> Reading:
             return self._decide_in(conn, last_event_id, tenant, asked_stream, limit)
 
-        return await self._database.read(read)
+        reading = self._database.read(read)
+        return await (reading if self._tracer is None else self._tracer.decision(reading))
 
     async def page(
         self, token: str, *, tenant: str | None, after: int, limit: int

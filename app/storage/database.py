@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.settings import Settings
@@ -41,6 +42,14 @@ class Database:
     def engine(self) -> AsyncEngine:
         """The async engine reads run on (for instrumentation: tests, tracing)."""
         return self._engines.base
+
+    @property
+    def sync_engines(self) -> tuple[Engine, ...]:
+        """Every engine SQL runs on, as SQLAlchemy's sync `Engine` (for tracing): the async
+        engine's, and on SQLite the writer thread's own."""
+        own = self._transactions.own_engine
+        base = self._engines.base.sync_engine
+        return (base,) if own is None else (base, own)
 
     async def read(self, work: Work[T]) -> T:
         """Run `work` in a read-only transaction that sees one committed snapshot."""

@@ -55,6 +55,10 @@ MAX_GROUP_WEIGHT = 10_000  # events: keeps one transaction (and the lock) short
 class Transactions(Protocol):
     """Runs a unit of work inside a write transaction and returns its result once committed."""
 
+    @property
+    def own_engine(self) -> Engine | None:
+        """The engine of the runner's own thread, if it has one (for instrumentation)."""
+
     async def run(self, work: Work[T], *, weight: int = 1) -> T: ...
 
     async def close(self) -> None: ...
@@ -67,6 +71,11 @@ class DirectTransactions:
         self._engine = engine
         self._announce = announce
         self._committed = committed
+
+    @property
+    def own_engine(self) -> Engine | None:
+        """None: writes run on the shared async engine."""
+        return None
 
     async def run(self, work: Work[T], *, weight: int = 1) -> T:
         """Run `work` in a transaction of its own (through the async driver)."""
@@ -112,6 +121,11 @@ class GroupCommit:
         self._thread: ThreadPoolExecutor | None = None
         self._queue: asyncio.Queue[_Queued] | None = None
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def own_engine(self) -> Engine | None:
+        """The stdlib-driver engine the committer's thread writes through."""
+        return self._engine
 
     async def run(self, work: Work[T], *, weight: int = 1) -> T:
         """Queue `work`; its result (or refusal) arrives once its group has committed."""
