@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -153,7 +154,11 @@ class GroupCommit:
         if self._queue is None:
             self._queue = asyncio.Queue()
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._commit_forever(self._queue))
+            # A context of its own: started inside some request, the committer must not
+            # carry that request's context (its request id in every later log line).
+            self._task = asyncio.create_task(
+                self._commit_forever(self._queue), context=contextvars.Context()
+            )
         return self._queue
 
     async def _commit_forever(self, queue: asyncio.Queue[_Queued]) -> None:

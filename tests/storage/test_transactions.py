@@ -5,6 +5,9 @@ answers the group in flight truthfully and refuses what is queued."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import logging
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -142,3 +145,30 @@ def test_each_database_gets_its_write_path() -> None:
     assert isinstance(postgres.transactions(settings, engines, print), DirectTransactions)
     with pytest.raises(ValueError, match="unsupported"):
         dialect_for("mysql+aiomysql://nobody@127.0.0.1/none")
+
+
+async def test_the_committer_does_not_keep_the_context_of_the_request_that_started_it(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("rid", default=None)
+    seen: list[str | None] = []
+
+    class Noting(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            seen.append(request_id.get())  # what a request-id log filter would stamp
+            return True
+
+    async def as_request(rid: str, value: int) -> None:
+        request_id.set(rid)
+        with contextlib.suppress(StorageError):
+            await database.write(insert(value))
+
+    noting = Noting()
+    logging.getLogger("app.storage.transactions").addFilter(noting)
+    try:
+        await asyncio.create_task(as_request("first", 1))  # this request starts the committer
+        await asyncio.create_task(as_request("second", 1))  # a duplicate: the group fails
+    finally:
+        logging.getLogger("app.storage.transactions").removeFilter(noting)
+    # the committer's own log line ("a group of 1 writes failed") carries no request's id
+    assert seen == [None]
