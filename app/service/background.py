@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 FIRST_RESTART_DELAY_SECONDS = 1.0
 MAX_RESTART_DELAY_SECONDS = 30.0
+STOP_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ class Background:
         self._max_delay = max_delay
         self._jobs: list[_Job] = []
         self._down: set[str] = set()
-        self._group: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     def add(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
         """Run `run()` in the background from `start()` on, restarting it if it dies."""
@@ -55,21 +56,26 @@ class Background:
 
     def start(self) -> None:
         """Start every task (once)."""
-        if self._group is None and self._jobs:
-            self._group = asyncio.create_task(self._run_all(), name="background")
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._supervise(job), name=job.name) for job in self._jobs
+            ]
 
     async def stop(self) -> None:
-        """Cancel every task and wait for them to end."""
-        if self._group is not None:
-            self._group.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._group
-            self._group = None
+        """Cancel every task and wait for them to end.
 
-    async def _run_all(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            for job in self._jobs:
-                group.create_task(self._supervise(job), name=job.name)
+        A cancellation can be swallowed on its way through a database driver (SQLAlchemy
+        turns a cancelled asyncpg call into a connection error, which a job's own error
+        handling may then absorb), so a task is cancelled again until it has ended.
+        """
+        tasks, self._tasks = self._tasks, []
+        while pending := [task for task in tasks if not task.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=STOP_RETRY_SECONDS)
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _supervise(self, job: _Job) -> None:
         delay = self._first_delay

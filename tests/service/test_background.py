@@ -78,3 +78,26 @@ async def test_metrics_count_background_failures(settings: Settings) -> None:
         state_of(app).container.observer.background_failed("retention-worker")
         text = (await client.get("/metrics")).text
         assert 'eventlog_background_task_failures_total{task="retention-worker"} 1.0' in text
+
+
+async def test_stop_ends_a_task_that_swallowed_its_cancellation() -> None:
+    # SQLAlchemy turns a cancelled asyncpg call into a connection error, which a job's own
+    # error handling absorbs: the job goes on as if it had never been cancelled.
+    swallowed = asyncio.Event()
+
+    async def stubborn() -> None:
+        while True:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                if swallowed.is_set():
+                    raise
+                swallowed.set()
+
+    background = Background(first_delay=0.01)
+    background.add("stubborn", stubborn)
+    background.start()
+    await asyncio.sleep(0)
+    async with asyncio.timeout(30):
+        await background.stop()
+    assert swallowed.is_set()
