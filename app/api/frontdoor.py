@@ -223,6 +223,8 @@ class _Exchange:
         return message
 
     async def send(self, message: Message) -> None:
+        if self.left_early:
+            return  # an answer to nobody (FastAPI's 400 for a body cut short)
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
             message["headers"] = [*message.get("headers", ()), self._id_header]
