@@ -63,7 +63,11 @@ def test_the_tests_run_on_the_pinned_versions() -> None:
 def make_dry_run(target: str) -> str:
     """The commands `make <target>` would run from a fresh clone (`-B`: as if nothing built)."""
     done = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-B", target], cwd=REPO, capture_output=True, text=True, check=True
+        ["make", "--no-print-directory", "-n", "-B", target],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return done.stdout
 
