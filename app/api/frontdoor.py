@@ -1,16 +1,17 @@
-"""The front door: the one ASGI middleware every HTTP request passes, in this order.
+"""The front door: the one ASGI middleware every HTTP request passes (docs/front-door.md).
 
+Before the route runs:
 1. Who may knock (DNS rebinding, cross-site pages): the `Host` must be one this service
    answers as (`EVENTLOG_ALLOWED_HOSTS`; loopback only while the service runs open), and a
-   browser's `Origin` must be the service's own or listed (`EVENTLOG_ALLOWED_ORIGINS`).
-   421 `host_not_allowed`, 403 `origin_not_allowed`.
-2. Whether the route exists; if not, the router answers (404, 405) without a body read.
-3. What the request declares: JSON or nothing, never a form, never an encoding (415).
-4. Only for a request that carries a body: who is calling (401/403, the route's own
-   scope) — *before* a byte of the body is read — then the body, whole, within its size
-   limit (413), its time limit (408) and the process's budget of bytes held at once (503),
-   then strict JSON (422).
-5. The route itself, which never waits for its body.
+   browser's `Origin` the service's own or listed (`EVENTLOG_ALLOWED_ORIGINS`): 421
+   `host_not_allowed`, 403 `origin_not_allowed`.
+2. What a request that may carry a body declares: JSON or nothing, never a form, never an
+   encoding (415); a declared length within the limit (413).
+3. The router matches the route (404, 405 without a body read).
+4. When the route's handler first asks for its body: the caller's key for the route's own
+   scope (401/403) — before a byte of the body is read — then the process's budget of
+   bodies held at once (503), the body whole within its size and time (413, 408), strict
+   JSON (422).
 
 And as each request ends, whatever happened: its access log line and its metrics, with
 one request id, and the status the client got — 499 when the client went away before an
