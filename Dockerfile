@@ -7,9 +7,10 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY app ./app
-RUN pip install --no-compile .
+# The service alone (no dev or MCP extras), at the versions the tests ran on.
+RUN pip install --no-compile -c constraints.txt .
 
 FROM python:3.11-slim
 RUN groupadd --system --gid 10001 eventlog \
@@ -24,7 +25,6 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     EVENTLOG_MIGRATIONS_DIR=/srv/migrations \
     EVENTLOG_DATABASE_URL=sqlite+aiosqlite:////data/eventlog.db \
-    EVENTLOG_MIGRATE_ON_START=true \
     EVENTLOG_HOST=0.0.0.0 \
     EVENTLOG_PORT=8080
 WORKDIR /srv
@@ -34,6 +34,9 @@ EXPOSE 8080
 # Ready means the database answers and its schema is at the newest migration.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, sys, urllib.request; url = 'http://127.0.0.1:%s/readyz' % os.environ.get('EVENTLOG_PORT', '8080'); sys.exit(0 if urllib.request.urlopen(url, timeout=2).status == 200 else 1)"]
-# `serve` migrates first (EVENTLOG_MIGRATE_ON_START=true) and then runs as PID 1, so
-# SIGTERM from `docker stop` reaches uvicorn, which drains in-flight requests.
+# `serve` follows the dialect's rule: it migrates a SQLite file first; on PostgreSQL it does
+# not (replicas must not each migrate as they start): run `mcp-eventlog migrate` once per
+# release, as a job — it holds an advisory lock, so even runs that race are safe. Then
+# `serve` runs as PID 1, so SIGTERM from `docker stop` reaches uvicorn, which drains
+# in-flight requests.
 CMD ["mcp-eventlog", "serve"]

@@ -4,23 +4,36 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json | cksum | cut -d' ' -f1)
+# Every pip install is held to the tested versions (constraints.txt), here, in CI and in
+# the Docker image alike.
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+# What serving needs (the service alone), and everything the tests need on top of it.
+SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript
+.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json
+$(SERVE_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,mcp]' -e './clients/python[mcp]'
+	$(PIP) -e .
+	rm -f $(VENV)/.serve-* && touch $@
+
+$(STAMP): $(SERVE_STAMP) clients/python/pyproject.toml tests/support/ts_client/package-lock.json
+	$(PIP) -e '.[dev,mcp]' -e './clients/python[mcp]'
 	cd tests/support/ts_client && npm ci --no-audit --no-fund --loglevel=error
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)  ## create .venv; install the service (dev, MCP extras), the Python client package, the TS test client
 
-run: $(STAMP)  ## serve on 127.0.0.1:8080 with the SQLite file ./eventlog.db (migrated on start)
+run: $(SERVE_STAMP)  ## serve on 127.0.0.1:8080 with the SQLite file ./eventlog.db (migrated on start); installs only the service
 	$(BIN)/mcp-eventlog serve
 
-migrate: $(STAMP)  ## bring EVENTLOG_DATABASE_URL to the newest migration
+migrate: $(SERVE_STAMP)  ## bring EVENTLOG_DATABASE_URL to the newest migration
 	$(BIN)/mcp-eventlog migrate
+
+constraints: $(STAMP)  ## rewrite constraints.txt from what .venv holds (after changing a dependency)
+	{ sed -n '/^#/p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 test: $(STAMP)  ## the whole suite, on SQLite and PostgreSQL (CI=true: PostgreSQL must be there)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

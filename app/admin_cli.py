@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from app.admin_client import DEFAULT_URL, AdminClient, AdminError
+from app.api.text import printable
 
 COMMANDS = ("streams", "stream", "explain", "stats", "decisions")
 
@@ -51,7 +52,7 @@ async def run_admin(args: argparse.Namespace, client: AdminClient, out: TextIO =
     try:
         body = await _fetch(args, client)
     except AdminError as failure:
-        print(f"error: {failure}", file=sys.stderr)
+        print(f"error: {describe(failure, args.url)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(body, indent=2), file=out)
@@ -83,6 +84,18 @@ async def _fetch(args: argparse.Namespace, client: AdminClient) -> dict[str, Any
     )
 
 
+def describe(failure: AdminError, url: str) -> str:
+    """A refusal or an unreachable service, in words, every value from outside escaped."""
+    if failure.status == 0:
+        return f"cannot reach the service at {printable(url)}: {printable(failure.detail)}"
+    return f"{failure.status} {printable(failure.code)}: {printable(failure.detail)}"
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 event`, `2 events`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain, aligned text table."""
     cells = [[_cell(v) for v in row] for row in rows]
@@ -94,11 +107,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def _cell(value: object) -> str:
+    # Every value comes from the service, and many from its writers (a producer, a claim):
+    # control and bidi characters are shown escaped, never sent to the terminal.
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return printable(str(value))
 
 
 def state_of(gen: dict[str, Any]) -> str:
@@ -137,7 +152,7 @@ def render_streams(body: dict[str, Any]) -> str:
     headers = ["STREAM", "TENANT", "GENS", "CURRENT", "STATE", "HEAD", "TAIL", "KEPT", "UPDATED"]
     text = table(headers, rows)
     if body.get("next_cursor"):
-        text += f"\nmore: --cursor {body['next_cursor']}"
+        text += f"\nmore: --cursor {printable(body['next_cursor'])}"
     return text
 
 
@@ -161,13 +176,14 @@ def render_stream(body: dict[str, Any]) -> str:
     ]
     headers = ["EPOCH", "GENERATION", "STATE", "REASON", "PRODUCER", "HEAD", "TAIL", "TERMINAL"]
     headers += ["KEPT", "BYTES", "LAST WRITE"]
-    return f"stream {body['stream_id']} (tenant {body['tenant']})\n" + table(headers, rows)
+    title = f"stream {printable(body['stream_id'])} (tenant {printable(body['tenant'])})"
+    return title + "\n" + table(headers, rows)
 
 
 def render_explain(body: dict[str, Any]) -> str:
     """The verdict, then the table of checks in order."""
     lines = [
-        f"{body['verdict']} / {body['reason']}: {body['detail']}",
+        printable(f"{body['verdict']} / {body['reason']}: {body['detail']}"),
         "",
         table(
             ["#", "CONDITION", "IF MATCHED", "OUTCOME"],
@@ -186,15 +202,19 @@ def render_explain(body: dict[str, Any]) -> str:
     if gen:
         lines += [
             "",
-            f"generation {gen['generation']}: epoch {gen['epoch']} of {gen['stream_id']} "
-            f"(tenant {gen['tenant']}), {state_of(gen)}, head {gen['head_seq']}, "
-            f"tail {gen['tail_seq']}, {gen['retained_events']} events kept",
+            printable(
+                f"generation {gen['generation']}: epoch {gen['epoch']} of {gen['stream_id']} "
+                f"(tenant {gen['tenant']}), {state_of(gen)}, head {gen['head_seq']}, "
+                f"tail {gen['tail_seq']}, {plural(gen['retained_events'], 'event')} kept"
+            ),
         ]
     deliver = body.get("would_deliver")
     if deliver:
         lines.append(
-            f"would deliver: {deliver['events']} events of {deliver['generation']} "
-            f"after seq {deliver['after']}"
+            printable(
+                f"would deliver: {plural(deliver['events'], 'event')} of "
+                f"{deliver['generation']} after seq {deliver['after']}"
+            )
         )
     elif body["verdict"] == "reset":
         lines.append("would deliver: nothing; the caller opens a new generation")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.domain.decision import TerminalPolicy
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./eventlog.db"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 class KeySpec(BaseModel):
@@ -28,6 +31,14 @@ class KeySpec(BaseModel):
             raise ValueError("give exactly one of key or key_sha256")
         return self
 
+    @property
+    def digest(self) -> bytes:
+        """The SHA-256 of the key: how it is kept and compared."""
+        if self.key_sha256 is not None:
+            return bytes.fromhex(self.key_sha256)
+        assert self.key is not None
+        return hashlib.sha256(self.key.encode()).digest()
+
 
 class Settings(BaseSettings):
     """Every setting of the service; each is `EVENTLOG_<NAME>` in the environment."""
@@ -45,6 +56,15 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    allowed_hosts: tuple[str, ...] | None = Field(
+        default=None,
+        description="Host names served (JSON list; `*`: any). Default: loopback only while "
+        "no keys are configured, any host once they are.",
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        default=(),
+        description="Browser origins allowed besides the service's own (JSON list).",
+    )
 
     terminal_resume: TerminalPolicy = TerminalPolicy.RESET
     default_max_events: int = Field(default=10_000, ge=1)
@@ -55,6 +75,7 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(default=1_048_576, ge=1)
     max_batch_events: int = Field(default=1_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1_048_576, ge=1)
+    max_body_bytes_in_flight: int = Field(default=64 * 1_048_576, ge=1)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
 
     default_page_limit: int = Field(default=500, ge=1)
@@ -64,7 +85,9 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
 
-    keys: tuple[KeySpec, ...] = Field(
+    # NoDecode: the JSON is read by `_keys_from_json`, so that a command given `keys=()`
+    # (migrate, gc) never parses the environment's keys at all.
+    keys: Annotated[tuple[KeySpec, ...], NoDecode] = Field(
         default=(), description="Bearer keys (JSON list); none: the service is open, loopback only."
     )
 
@@ -89,3 +112,39 @@ class Settings(BaseSettings):
     decision_log: bool = True
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys_from_json(cls, value: Any) -> Any:
+        if not isinstance(value, str | bytes):
+            return value
+        try:
+            return json.loads(value) if value.strip() else ()
+        except ValueError as error:
+            raise ValueError(f"is not a JSON list ({error})") from None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        seen: dict[bytes, int] = {}
+        for index, spec in enumerate(self.keys):
+            first = seen.setdefault(spec.digest, index)
+            if first != index:
+                raise ValueError(
+                    f"EVENTLOG_KEYS[{index}] is the same key as EVENTLOG_KEYS[{first}]: a key "
+                    "has one tenant and one scope, so give each its own key"
+                )
+        if self.max_body_bytes_in_flight < self.max_body_bytes:
+            raise ValueError(
+                "EVENTLOG_MAX_BODY_BYTES_IN_FLIGHT is below EVENTLOG_MAX_BODY_BYTES: "
+                "no body of the largest size could ever be read"
+            )
+        return self
+
+    def served_hosts(self) -> frozenset[str] | None:
+        """The host names served (lower case), or None for any host."""
+        hosts = self.allowed_hosts
+        if hosts is None:
+            hosts = () if self.keys else LOOPBACK_HOSTS
+        if not hosts or "*" in hosts:
+            return None
+        return frozenset(host.lower().strip("[]") for host in hosts)

@@ -24,7 +24,7 @@ target_metadata = metadata
 
 
 def _url() -> str:
-    return config.get_main_option("sqlalchemy.url") or Settings().database_url
+    return config.get_main_option("sqlalchemy.url") or Settings(keys=()).database_url
 
 
 def _configure(connection: Connection) -> None:
@@ -39,7 +39,8 @@ def _configure(connection: Connection) -> None:
 
 
 async def _run_online() -> None:
-    database = Database(Settings(database_url=_url()))
+    # No keys: migrating needs none, and must work whatever EVENTLOG_KEYS holds.
+    database = Database(Settings(database_url=_url(), keys=()))
     try:
         async with database.connect() as connection:
             await connection.run_sync(_configure)

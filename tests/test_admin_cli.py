@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app import cli
-from app.admin_cli import run_admin
+from app import __version__, cli
+from app.admin_cli import render_stream, run_admin
 from app.admin_client import AdminClient
 from app.cli import _parser, main
 from tests.support.operators import ADMIN, WRITER_A, KeyedApp, keyed_settings, ok, running_app
@@ -82,7 +82,7 @@ async def test_explain_a_reset(keyed: KeyedApp, reset_story: tuple[str, str]) ->
     text = await run(keyed, "explain", "sess-1.req-7", f"{old}:2")
     lines = text.splitlines()
     assert lines[0].startswith("reset / superseded: ")
-    assert lines[-1] == f"would deliver: 1 events of {new} after seq 0"
+    assert lines[-1] == f"would deliver: 1 event of {new} after seq 0"
     matched = [line for line in lines if line.rstrip().endswith("MATCH")]
     assert len(matched) == 1
     assert matched[0].split()[0] == "5"
@@ -124,9 +124,98 @@ def test_url_and_key_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_unreachable_service(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["admin", "--url", f"http://127.0.0.1:{free_port()}", "stats"])
+    url = f"http://127.0.0.1:{free_port()}"
+    code = main(["admin", "--url", url, "stats"])
     assert code == 1
-    assert "unreachable" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot reach the service at {url}: ")
+    assert "error: 0" not in err
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202egnp.exe"
+
+
+async def test_hostile_values_reach_the_terminal_escaped(keyed: KeyedApp) -> None:
+    """A Last-Event-ID is the client's own text; the decision log keeps it as evidence, and
+    the CLI shows it without letting the terminal act on an escape or a bidi override."""
+    writer = keyed.as_key(WRITER_A)
+    await ok(await writer.post("/v1/streams/s1/generations"), 201)
+    await ok(await writer.post("/v1/streams/s1/resume", json={"last_event_id": HOSTILE}))
+    text = await run(keyed, "decisions")
+    assert not set(text) & {"\x1b", "\x07", "\u202e"}
+    assert "\\x1b]0;pwned\\x07\\x1b[2J\\u202egnp.exe" in text
+    explained = await run(keyed, "explain", "s1", HOSTILE)
+    assert not set(explained) & {"\x1b", "\x07", "\u202e"}
+
+
+def test_renderers_escape_every_value() -> None:
+    """Values stored before the service refused them (a producer) are shown escaped too."""
+    generation = {
+        "epoch": 1,
+        "generation": "tok",
+        "expired": False,
+        "terminal": False,
+        "superseded": False,
+        "reason": "initial",
+        "producer": "evil\x1b[31m\u202e",
+        "head_seq": 1,
+        "tail_seq": 0,
+        "terminal_seq": None,
+        "retained_events": 1,
+        "retained_bytes": 1,
+        "last_append_at": "2026-11-30T12:00:00+00:00",
+    }
+    text = render_stream({"stream_id": "s\x1b", "tenant": "t\n", "generations": [generation]})
+    assert not set(text) & {"\x1b", "\u202e"}
+    assert text.splitlines()[0] == "stream s\\x1b (tenant t\\n)"
+    assert "evil\\x1b[31m\\u202e" in text
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mcp-eventlog {__version__}"
+
+
+SECRET = "0123456789abcdef-very-secret"
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ("[", "EVENTLOG_KEYS: is not a JSON list"),
+        ('[{"scope": "writer"}]', "EVENTLOG_KEYS[0]: give exactly one of key or key_sha256"),
+        ('[{"scope": "writer", "key": "short"}]', "EVENTLOG_KEYS[0].key: String should have"),
+        ('[{"scope": "root", "key": "' + SECRET + '"}]', "EVENTLOG_KEYS[0].scope: Input should"),
+        (
+            '[{"scope": "writer", "tenant": "a", "key": "' + SECRET + '"},'
+            ' {"scope": "admin", "key": "' + SECRET + '"}]',
+            "EVENTLOG_KEYS[1] is the same key as EVENTLOG_KEYS[0]",
+        ),
+    ],
+)
+def test_bad_keys_are_one_line_naming_the_entry(
+    keys: str, expected: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EVENTLOG_KEYS", keys)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("mcp-eventlog: configuration error: " + expected), err
+    assert SECRET not in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_migrate_and_gc_need_no_valid_keys(
+    migrated_database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EVENTLOG_DATABASE_URL", migrated_database)
+    monkeypatch.setenv("EVENTLOG_KEYS", '[{"scope": "writer", "key": "short"}, {"broken": ')
+    assert main(["migrate"]) == 0
+    assert main(["gc"]) == 0
+    assert json.loads(capsys.readouterr().out)["ran"] is True
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

@@ -27,7 +27,7 @@ from app.api.admin_schemas import (
     VerdictCount,
 )
 from app.api.deps import AdminServiceDep, SettingsDep, get_admin, page_limit
-from app.api.params import After, PageSize, StreamId, Token
+from app.api.params import After, PageSize, QueryInt, StreamId, Token
 from app.api.problems import problem_responses
 from app.api.schemas import PageResponse
 from app.domain.decision import Reason, Verdict
@@ -47,7 +47,7 @@ MAX_LIST_LIMIT = 1_000
 TENANT_PATTERN = r"^[^\x00]{1,64}$"
 PREFIX_PATTERN = r"^[A-Za-z0-9._~:@=+\-]{0,256}$"
 
-ListLimit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
+ListLimit = Annotated[QueryInt, Query(ge=1, le=MAX_LIST_LIMIT)]
 Tenant = Annotated[str | None, Query(pattern=TENANT_PATTERN, description="Only this tenant's.")]
 TenantQuery = Annotated[
     str | None,

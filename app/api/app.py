@@ -7,17 +7,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
 from app import __version__, bootstrap, telemetry
 from app.api import admin, health, live, writer
 from app.api.auth import Keyring
 from app.api.deps import ApiState
-from app.api.limits import BodyLimitMiddleware
-from app.api.logs import RequestLogMiddleware
-from app.api.media import require_json_body
-from app.api.metrics import Metrics, RequestMetricsMiddleware
+from app.api.frontdoor import FrontDoor
+from app.api.metrics import Metrics
 from app.api.problems import install_problem_handlers
 from app.console.router import router as console_router
 from app.settings import Settings
@@ -54,21 +52,22 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
         version=__version__,
         summary="Durable stream generations and a safe Last-Event-ID resume verdict.",
         lifespan=lifespan,
+        # A redirect would echo the request's Host into Location; a path is exact or 404.
+        redirect_slashes=False,
     )
     app.state.api = state
+    # The one middleware: admission, bodies, request id, access log and metrics.
     app.add_middleware(
-        BodyLimitMiddleware,
-        max_bytes=settings.max_body_bytes,
-        timeout=settings.body_timeout_seconds,
+        FrontDoor,
+        keyring=state.keyring,
+        settings=settings,
+        metrics=metrics,
     )
-    # Added last, so outermost: they see every request, refused bodies included.
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
-    app.add_middleware(RequestLogMiddleware)
     install_problem_handlers(app)
     app.include_router(health.router)
-    app.include_router(writer.router, dependencies=[Depends(require_json_body)])
+    app.include_router(writer.router)
     app.include_router(live.router)
-    app.include_router(admin.router, dependencies=[Depends(require_json_body)])
+    app.include_router(admin.router)
     app.include_router(console_router)
     if tracing is not None:
         tracing.instrument_app(app)

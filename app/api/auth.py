@@ -51,7 +51,7 @@ class Keyring:
     """The configured keys, as digests; empty means the service runs open."""
 
     def __init__(self, specs: Iterable[KeySpec]) -> None:
-        self._entries = tuple((_digest_of(spec), _principal_of(spec)) for spec in specs)
+        self._entries = tuple((spec.digest, _principal_of(spec)) for spec in specs)
 
     @property
     def open(self) -> bool:
@@ -81,13 +81,6 @@ class Keyring:
         if not principal.may(scope):
             raise Forbidden(f"this key lacks the {scope.value!r} scope")
         return principal
-
-
-def _digest_of(spec: KeySpec) -> bytes:
-    if spec.key_sha256 is not None:
-        return bytes.fromhex(spec.key_sha256)
-    assert spec.key is not None
-    return key_digest(spec.key)
 
 
 def _principal_of(spec: KeySpec) -> Principal:

@@ -22,12 +22,16 @@ _CODES = {
 }
 
 
+# HEAD too (load balancers and uptime checks often probe with it), kept out of the
+# OpenAPI document: it is the GET without a body.
+@router.head("/healthz", include_in_schema=False)
 @router.get("/healthz")
 async def healthz() -> Health:
     """The process is alive (it does not touch the database; see `/readyz`)."""
     return Health(status="ok")
 
 
+@router.head("/readyz", response_model=Health, include_in_schema=False)
 @router.get("/readyz", response_model=Health, responses=problem_responses(503))
 async def readyz(request: Request) -> Health | Response:
     """Ready: the database answers, its schema is the newest and no background task is down."""

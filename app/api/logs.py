@@ -3,7 +3,8 @@
 The request id comes from a sane `X-Request-ID` header or is made up, is returned in the
 response's `X-Request-ID`, and is stamped on every log line written while the request
 runs (the `invalid` verdict warnings included). No body is ever logged: event data never
-reaches the log.
+reaches the log. In text format every message is escaped, so a client's value (a path
+with an encoded newline) can never forge a line; JSON lines are escaped by JSON itself.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ import json
 import logging
 import logging.config
 import re
-import time
-import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from app.api.metrics import route_template
+from app.api.text import printable
 from app.settings import Settings
 
 _request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
@@ -41,6 +42,33 @@ class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = _request_id.get()
         return True
+
+
+class TextFormatter(logging.Formatter):
+    """One line per record: its message escaped (see `app.api.text.printable`).
+
+    A message may carry a client's value (a path, a claim); escaping the whole message means
+    no value can end a line and start a forged one. A traceback's lines are indented, so
+    they can not pass for records either.
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = record.message
+        record.message = printable(message)
+        try:
+            return super().formatMessage(record)
+        finally:
+            record.message = message
+
+    def formatException(self, ei: Any) -> str:
+        return _indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return _indented(super().formatStack(stack_info))
+
+
+def _indented(text: str) -> str:
+    return "\n".join("    " + printable(line) for line in text.splitlines())
 
 
 class JsonFormatter(logging.Formatter):
@@ -72,7 +100,7 @@ def logging_config(settings: Settings) -> dict[str, Any]:
     formatter: dict[str, Any] = (
         {"()": f"{__name__}.JsonFormatter"}
         if settings.log_format == "json"
-        else {"format": TEXT_FORMAT}
+        else {"()": f"{__name__}.TextFormatter", "fmt": TEXT_FORMAT}
     )
     quiet = max(logging.WARNING, logging.getLevelNamesMapping()[settings.log_level.upper()])
     return {
@@ -106,54 +134,46 @@ def configure_logging(settings: Settings) -> None:
     logging.config.dictConfig(logging_config(settings))
 
 
-class RequestLogMiddleware:
-    """Assigns the request id and writes the request's one access line when it ends."""
+def log_request(
+    request_id: str, method: str, route: str, path: str, status: int, seconds: float
+) -> None:
+    """Write the request's one access line (the front door calls it as the request ends).
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = _incoming_id(scope) or uuid.uuid4().hex
-        token = _request_id.set(request_id)
-        started = time.perf_counter()
-        status = 500
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                message["headers"] = [
-                    *message.get("headers", []),
-                    (b"x-request-id", request_id.encode()),
-                ]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            access_log.info(
-                "%s %s %d",
-                scope["method"],
-                scope["path"],
-                status,
-                extra={
-                    "request_id": request_id,
-                    "method": scope["method"],
-                    "route": route_template(scope),
-                    "path": scope["path"],
-                    "status": status,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                },
-            )
-            _request_id.reset(token)
+    The path is the client's, as sent: both formatters escape it (`TextFormatter`, JSON).
+    """
+    duration_ms = round(seconds * 1000, 2)
+    access_log.info(
+        "%s %s %d %s %.2fms",
+        method,
+        path,
+        status,
+        route,
+        duration_ms,
+        extra={
+            "request_id": request_id,
+            "method": method,
+            "route": route,
+            "path": path,
+            "status": status,
+            "duration_ms": duration_ms,
+        },
+    )
 
 
-def _incoming_id(scope: Scope) -> str | None:
+def incoming_request_id(scope: Scope) -> str | None:
+    """A sane `X-Request-ID` of the request, or None (then one is made up)."""
     for name, value in scope["headers"]:
         if name == b"x-request-id":
             text = value.decode("latin-1")
             return text if _SANE_ID.fullmatch(text) else None
     return None
+
+
+@contextmanager
+def request_id_set(request_id: str) -> Iterator[None]:
+    """Stamp `request_id` on every log line written inside the block."""
+    token = _request_id.set(request_id)
+    try:
+        yield
+    finally:
+        _request_id.reset(token)

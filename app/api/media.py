@@ -1,19 +1,105 @@
-"""Bodies are JSON: anything else is refused with 415 before it is parsed."""
+"""Bodies are strict JSON, declared as such, sent as they are.
+
+The front door applies both checks to every request that may carry a body, before any
+handler runs:
+
+- `check_declared(scope)`: a request that declares a media type must declare JSON
+  (`application/json`, `+json`), with a body or without one: a body-less form POST is what
+  a cross-site `<form>` sends, so it is refused rather than treated as "no options". A body
+  must declare its type, and a `Content-Encoding` (gzip, …) is not accepted: 415.
+- `check_strict_json(body)`: the body is UTF-8 JSON with no key twice in one object and no
+  string that is not valid UTF-8 (a `\\ud800` escape makes a lone surrogate, which no
+  database, log or response can encode). FastAPI parses the body again for the handler;
+  this pass only refuses what its parser lets through.
+"""
 
 from __future__ import annotations
 
-from fastapi import Request
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
 
-from app.api.problems import UnsupportedMediaType
+from app.api.problems import InvalidJson, InvalidText, UnsupportedMediaType
+from app.api.text import check_utf8, printable
+
+# Only a \uD800-\uDFFF escape can make a surrogate out of valid UTF-8 text.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-async def require_json_body(request: Request) -> None:
-    """Refuse a non-empty body whose Content-Type is not JSON (`application/json`, `+json`)."""
-    if request.method in ("GET", "HEAD", "OPTIONS", "DELETE"):
+def check_declared(headers: Mapping[bytes, bytes], *, with_body: bool) -> None:
+    """Refuse (415) a declared media type that is not JSON, an untyped body, any encoding."""
+    encoding = headers.get(b"content-encoding", b"").strip().lower()
+    if encoding not in (b"", b"identity"):
+        raise UnsupportedMediaType(
+            f"Content-Encoding {printable(encoding.decode('latin-1'))!r} is not accepted; "
+            "send the body as it is"
+        )
+    content_type = headers.get(b"content-type")
+    if content_type is None:
+        if with_body:
+            raise UnsupportedMediaType("the body must be application/json, not untyped")
         return
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    media_type = content_type.split(b";")[0].strip().lower().decode("latin-1")
     if media_type == "application/json" or media_type.endswith("+json"):
         return
-    if not await request.body():
+    if not media_type and not with_body:
         return
     raise UnsupportedMediaType(f"the body must be application/json, not {media_type or 'untyped'}")
+
+
+def check_strict_json(body: bytes) -> None:
+    """Refuse what FastAPI's lenient `json.loads` would let through: 422 either way.
+
+    `InvalidJson` for bytes that are not UTF-8, not JSON, or an object with a key twice;
+    `InvalidText` for a string (key or value) that is not valid UTF-8.
+    """
+    try:
+        text = body.decode("utf-8")
+        parsed = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as duplicate:
+        raise InvalidJson(f"the key {duplicate.key!r} appears twice in one object") from None
+    except UnicodeDecodeError:
+        raise InvalidJson("the body is not valid UTF-8") from None
+    except json.JSONDecodeError as error:
+        raise InvalidJson(
+            f"the body is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+        ) from None
+    except RecursionError:
+        raise InvalidJson("the body is not valid JSON: nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        _check_strings(parsed, "body")
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return found
+
+
+def _check_strings(value: Any, where: str) -> None:
+    # Only reached when the body holds a surrogate escape (paired ones are valid: emoji
+    # sent by an ASCII-only encoder), so the walk is rare.
+    if isinstance(value, str):
+        try:
+            check_utf8(value)
+        except ValueError as error:
+            raise InvalidText(f"{where}: {error}") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key, where)
+            _check_strings(item, f"{where}.{printable(key)}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_strings(item, f"{where}[{index}]")

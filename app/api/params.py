@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
 from fastapi import Path, Query
+from pydantic import BeforeValidator
 
 from app.domain.ids import MAX_SEQ, STREAM_ID_PATTERN
+
+_DECIMAL = re.compile(r"[0-9]{1,20}", re.ASCII)
+
+
+def _decimal(value: Any) -> Any:
+    # A query integer is plain ASCII digits: Python's int() (and so pydantic's lax mode)
+    # would also take `1_0`, ` 10 `, `+5` and `10\n`, which no client means to send.
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise ValueError("must be a whole number written as plain decimal digits")
+    return value
+
+
+QueryInt = Annotated[int, BeforeValidator(_decimal)]
+"""An integer query parameter: plain decimal digits only."""
 
 StreamId = Annotated[
     str,
@@ -18,9 +34,10 @@ StreamId = Annotated[
     ),
 ]
 Token = Annotated[str, Path(max_length=64, description="A generation token.")]
-After = Annotated[int, Query(ge=0, le=MAX_SEQ, description="Events with a greater seq.")]
+After = Annotated[QueryInt, Query(ge=0, le=MAX_SEQ, description="Events with a greater seq.")]
 PageSize = Annotated[
-    int | None, Query(ge=1, description="Events at most (default `EVENTLOG_DEFAULT_PAGE_LIMIT`).")
+    QueryInt | None,
+    Query(ge=1, description="Events at most (default `EVENTLOG_DEFAULT_PAGE_LIMIT`)."),
 ]
 Wait = Annotated[
     float | None,

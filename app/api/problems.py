@@ -91,7 +91,35 @@ class Forbidden(Exception):
 
 
 class UnsupportedMediaType(Exception):
-    """The body is not declared as JSON."""
+    """The body is not declared as JSON (or is encoded)."""
+
+
+class HostNotAllowed(Exception):
+    """The `Host` names no host this service answers as (a DNS-rebinding page, say)."""
+
+
+class OriginNotAllowed(Exception):
+    """A browser page of another origin sent the request."""
+
+
+class BodyTooLarge(Exception):
+    """The body is over `max_body_bytes`."""
+
+
+class BodyTimeout(Exception):
+    """The body did not arrive within `body_timeout_seconds`."""
+
+
+class Overloaded(Exception):
+    """The process holds as many request bodies as it may (`max_body_bytes_in_flight`)."""
+
+
+class InvalidJson(Exception):
+    """The body is not strict JSON (not UTF-8, broken, or a key twice in one object)."""
+
+
+class InvalidText(Exception):
+    """A string of the request is not valid UTF-8 (a lone surrogate)."""
 
 
 class NotAcceptable(Exception):
@@ -130,9 +158,54 @@ ERROR_TABLE: dict[type[Exception], _Rule] = {
     NotAcceptable: lambda _e: (406, "not_acceptable"),
     LiveRefused: lambda e: (_LIVE_STATUS[e.reason], e.reason.value),
     TooManyReaders: lambda _e: (503, "too_many_readers"),
+    HostNotAllowed: lambda _e: (421, "host_not_allowed"),
+    OriginNotAllowed: lambda _e: (403, "origin_not_allowed"),
+    BodyTooLarge: lambda _e: (413, "body_too_large"),
+    BodyTimeout: lambda _e: (408, "body_timeout"),
+    Overloaded: lambda _e: (503, "overloaded"),
+    InvalidJson: lambda _e: (422, "invalid_json"),
+    InvalidText: lambda _e: (422, "validation_error"),
 }
 _EXTRA: dict[type[Exception], dict[str, str]] = {LiveRefused: {"verdict": "invalid"}}
-_HEADERS: dict[int, dict[str, str]] = {401: _CHALLENGE, 503: _RETRY}
+# A body refused part-way is not read to its end: the connection cannot be reused.
+_CLOSE = {"Connection": "close"}
+_HEADERS: dict[int, dict[str, str]] = {
+    401: _CHALLENGE,
+    413: _CLOSE,
+    503: {**_RETRY, **_CLOSE},
+}
+
+
+class Refused(StarletteHTTPException):
+    """A refusal of the table raised where only an `HTTPException` passes through.
+
+    The front door reads a body when the route's handler asks for it; FastAPI lets only
+    an `HTTPException` out of that read, so the refusal travels inside one.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        status, _code = _rule(error)(error)
+        super().__init__(status_code=status, detail=_detail(error))
+        self.error = error
+
+
+def _rule(error: Exception) -> _Rule:
+    for kind, rule in ERROR_TABLE.items():
+        if isinstance(error, kind):
+            return rule
+    raise KeyError(type(error).__name__)
+
+
+def refusal(error: Exception) -> ProblemResponse:
+    """The problem response for a refusal of the error table (`KeyError` for any other)."""
+    status, code = _rule(error)(error)
+    extra = _EXTRA.get(type(error), {})
+    return problem(status, code, _detail(error), headers=_HEADERS.get(status), **extra)
+
+
+def internal_error() -> ProblemResponse:
+    """The answer to an error nobody expected (the service log has the traceback)."""
+    return problem(500, "internal_error", "an unexpected error; see the service log")
 
 
 def install_problem_handlers(app: FastAPI) -> None:
@@ -141,16 +214,19 @@ def install_problem_handlers(app: FastAPI) -> None:
         app.add_exception_handler(error_type, _refusal)
     app.add_exception_handler(StorageUnavailable, _unavailable)
     app.add_exception_handler(StorageError, _storage_error)
+    app.add_exception_handler(Refused, _refused)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _unexpected)
 
 
 async def _refusal(_request: Request, error: Exception) -> ProblemResponse:
-    rule = next(rule for kind, rule in ERROR_TABLE.items() if isinstance(error, kind))
-    status, code = rule(error)
-    extra = _EXTRA.get(type(error), {})
-    return problem(status, code, _detail(error), headers=_HEADERS.get(status), **extra)
+    return refusal(error)
+
+
+async def _refused(_request: Request, error: Exception) -> ProblemResponse:
+    assert isinstance(error, Refused)
+    return refusal(error.error)
 
 
 def _detail(error: Exception) -> str:
@@ -202,4 +278,4 @@ async def _http(_request: Request, error: Exception) -> ProblemResponse:
 
 async def _unexpected(_request: Request, error: Exception) -> ProblemResponse:
     log.exception("unhandled error", exc_info=error)
-    return problem(500, "internal_error", "an unexpected error; see the service log")
+    return internal_error()

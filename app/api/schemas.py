@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from app.api.text import check_label
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import MAX_SEQ, format_event_id
 from app.service.reading import Reading
@@ -26,9 +27,8 @@ def _no_nul_valid_utf8(value: str) -> str:
 
 
 def _sse_field(value: str) -> str:
-    if any(ch in value for ch in "\x00\r\n"):
-        raise ValueError("must not contain NUL, CR or LF (it is an SSE field)")
-    return _no_nul_valid_utf8(value)
+    # An SSE field and a label operators read: no control (CR, LF, ESC…) or bidi character.
+    return check_label(value)
 
 
 EventData = Annotated[str, AfterValidator(_no_nul_valid_utf8)]

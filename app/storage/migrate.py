@@ -1,17 +1,31 @@
-"""Running the alembic migrations from code (the CLI, the tests, `/readyz`)."""
+"""Running the alembic migrations from code (the CLI, the tests, `/readyz`).
+
+On PostgreSQL an upgrade holds a session advisory lock for its whole run, so replicas that
+all run `mcp-eventlog migrate` as they start are safe: one migrates, the others wait for
+it and then find nothing left to do. (SQLite serialises writers on the file itself.)
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Connection
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+log = logging.getLogger(__name__)
 
 _REPO = Path(__file__).resolve().parents[2]
+MIGRATION_LOCK_KEY = 0x6576_6C6F_676D_6967  # "evlogmig"
 
 
 def migrations_dir() -> Path:
@@ -30,8 +44,39 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
-    """Bring the schema to `revision` (blocking; run it outside an event loop or in a thread)."""
-    command.upgrade(alembic_config(database_url), revision)
+    """Bring the schema to `revision` (blocking; run it outside an event loop or in a thread).
+
+    On PostgreSQL, under the migration lock (see the module's docstring).
+    """
+
+    def run() -> None:
+        command.upgrade(alembic_config(database_url), revision)
+
+    if make_url(database_url).get_backend_name() == "postgresql":
+        asyncio.run(_under_migration_lock(database_url, run))
+    else:
+        run()
+
+
+async def _under_migration_lock(database_url: str, run: Callable[[], None]) -> None:
+    # The lock is the session's, on a connection of its own kept for the whole run: if this
+    # process dies, PostgreSQL ends the session and the lock with it.
+    engine = create_async_engine(database_url, poolclass=NullPool)
+    key = {"key": MIGRATION_LOCK_KEY}
+    try:
+        async with engine.connect() as conn:
+            if not (await conn.execute(text("SELECT pg_try_advisory_lock(:key)"), key)).scalar():
+                log.info("another process is migrating this database; waiting for it")
+                await conn.execute(text("SELECT pg_advisory_lock(:key)"), key)
+            await conn.commit()
+            try:
+                # alembic runs its own event loop: in a thread of its own, not in this one.
+                await asyncio.to_thread(run)
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:key)"), key)
+                await conn.commit()
+    finally:
+        await engine.dispose()
 
 
 def head_revision() -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -203,3 +204,32 @@ def test_bad_key_configuration_is_refused_at_start(
     monkeypatch.setenv("EVENTLOG_KEYS", f"[{entry}]")
     with pytest.raises(ValueError, match="validation error"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        '{"scope": "writer", "tenant": "other", "key": "0123456789abcdef-acme"}',
+        '{"scope": "admin", "key": "0123456789abcdef-acme"}',
+        '{"scope": "admin", "key_sha256": "'
+        + hashlib.sha256(b"0123456789abcdef-acme").hexdigest()
+        + '"}',
+    ],
+)
+def test_one_key_under_two_tenants_or_scopes_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    """Before, the last entry won silently; a key now names exactly one tenant and scope."""
+    first = '{"scope": "writer", "tenant": "acme", "key": "0123456789abcdef-acme"}'
+    monkeypatch.setenv("EVENTLOG_KEYS", f"[{first}, {second}]")
+    with pytest.raises(
+        ValueError, match=r"EVENTLOG_KEYS\[1\] is the same key as EVENTLOG_KEYS\[0\]"
+    ):
+        Settings()
+
+
+def test_the_documented_example_digest_is_not_a_weak_key() -> None:
+    """The docs once showed sha256("test"): a key anyone could guess, if copied as is."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    for weak in ("test", "secret", "password", "changeme", "admin", "writer", "key"):
+        assert hashlib.sha256(weak.encode()).hexdigest() not in docs

@@ -166,7 +166,8 @@ def test_json_log_lines() -> None:
     )
     config = logging_config(make_settings("sqlite://", log_format="json"))
     assert config["formatters"]["main"]["()"].endswith("JsonFormatter")
-    assert "()" not in logging_config(make_settings("sqlite://"))["formatters"]["main"]
+    text = logging_config(make_settings("sqlite://"))["formatters"]["main"]
+    assert text["()"].endswith("TextFormatter")
 
 
 @pytest.mark.parametrize("level", ["debug", "info", "warning"])

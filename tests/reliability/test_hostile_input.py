@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -22,10 +23,17 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.domain.decision import decide
+from app.domain.outcomes import Decided
 from app.settings import Settings
+from app.storage import decisions
+from app.storage.database import Database
+from app.storage.decisions import DecisionFilter
+from app.storage.records import DecisionEntry
 from app.storage.schema import events, generations, streams
-from tests.support.app import app_client, make_settings
+from tests.support.app import app_client, make_settings, started_app, state_of
 from tests.support.server_process import ServerProcess
+from tests.support.waiting import until
 
 MAX_BODY = 1_048_576
 MAX_EVENT = 1024
@@ -531,3 +539,75 @@ async def test_nul_in_admin_query_is_refused(
     """
     http, _ = seeded
     assert_problem(await http.get(path), 422, "validation_error")
+
+
+UNSTORABLE_TENANT = "tenant-\ud800"  # no database stores it: the UTF-8 codec refuses it
+
+
+async def test_a_lone_surrogate_stops_nothing_end_to_end(
+    hostile_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13.1: the request that used to kill the audit flusher is a 422; an entry that
+    still reaches the audit log unstorable costs only itself; later decisions are written
+    by the background flusher, /readyz stays honest, and shutdown is clean."""
+    async with started_app(hostile_settings) as (app, http):
+        container = state_of(app).container
+        token = (await http.post(OPEN)).json()["generation"]
+        json_type = {"content-type": "application/json"}
+        for path in (RESUME, "/v1/resume", "/admin/v1/explain"):
+            answer = await http.post(
+                path, content=b'{"last_event_id": "\\ud800:1"}', headers=json_type
+            )
+            assert_problem(answer, 422, "validation_error")
+        # Past the API (as a future bug might let one through): through the same observer
+        # the service reports every decision to.
+        decision = decide("\ud800:1", asked_stream=None, generation=None)
+        container.observer.decided(
+            Decided(UNSTORABLE_TENANT, None, "x:1", decision.verdict, decision.reason, None, 0)
+        )
+        for seq in (0, 1, 2):
+            verdict = await http.post(RESUME, json={"last_event_id": f"{token}:{seq}"})
+            assert verdict.status_code == 200
+
+        async def three_recorded() -> bool:  # by the background flusher, every 0.25 s
+            return len(await _recorded(container.database)) == 3
+
+        await until(three_recorded)
+        assert (await http.get("/readyz")).status_code == 200
+        assert container.background.down == frozenset()
+        metrics = (await http.get("/metrics")).text
+        assert "eventlog_decision_log_dropped_total 1.0" in metrics
+        assert "eventlog_background_task_failures_total{" not in metrics
+        assert [e.last_event_id for e in await _recorded(container.database)] == [
+            f"{token}:0",
+            f"{token}:1",
+            f"{token}:2",
+        ]
+    # Shutdown ran (the lifespan exited without an error); the one error is the dropped entry.
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.name for r in errors] == ["app.service.audit"]
+    assert "dropped" in errors[0].getMessage()
+
+
+async def _recorded(database: Database) -> list[DecisionEntry]:
+    rows = await database.read(lambda conn: decisions.recent(conn, DecisionFilter(), 100))
+    return list(reversed(rows))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/v1/streams?tenant=%ED%A0%80",
+        "/admin/v1/decisions?tenant=%ED%A0%80",
+        "/v1/streams/%ED%A0%80",
+        "/v1/generations/%ED%A0%80/events",
+    ],
+)
+async def test_surrogate_bytes_in_a_path_or_query_never_become_a_500(
+    path: str, seeded: tuple[httpx.AsyncClient, str]
+) -> None:
+    """Percent-escapes that would encode a surrogate decode to U+FFFD, never to a surrogate:
+    an answer (refused or empty), never a 5xx."""
+    http, _ = seeded
+    answer = await http.get(path)
+    assert answer.status_code < 500, answer.text

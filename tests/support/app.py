@@ -11,13 +11,19 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.api.deps import ApiState
-from app.settings import Settings
+from app.settings import LOOPBACK_HOSTS, Settings
 
 BASE_URL = "http://eventlog.test"
+TEST_HOSTS = ("eventlog.test", *LOOPBACK_HOSTS)
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
-    """Settings for a test: the given database, small limits where a test wants them."""
+    """Settings for a test: the given database, small limits where a test wants them.
+
+    The in-process clients call the app as `eventlog.test`, so that name is served too
+    (an open service serves loopback names only; `tests/api/test_front_door.py` checks that).
+    """
+    overrides.setdefault("allowed_hosts", TEST_HOSTS)
     return Settings(database_url=database_url, **overrides)
 
 

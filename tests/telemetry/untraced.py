@@ -56,7 +56,7 @@ async def serve_once(database_url: str) -> dict[str, Any]:
     app = create_app(Settings(database_url=database_url))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://untraced") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             token = (await client.post("/v1/streams/s/generations")).json()["generation"]
             batch = {"events": [{"data": "one"}, {"data": "two"}]}
             appended = await client.post(f"/v1/generations/{token}/events", json=batch)

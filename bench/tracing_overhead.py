@@ -1,6 +1,6 @@
 """What tracing adds to an append and to a resume, in-process (figures for docs/traces.md).
 
-`python -m tests.telemetry.overhead [--calls N] [--rounds R] [--database-url URL]` runs the
+`python -m bench.tracing_overhead [--calls N] [--rounds R] [--database-url URL]` runs the
 app in this process behind `httpx.ASGITransport` (no network, so the service's own share
 shows), untraced and traced in alternating rounds on one fresh database (a SQLite file
 unless a migrated URL is given), and prints the p50 and p90 of each call. Traced means
@@ -52,7 +52,7 @@ async def one_round(settings: Settings, traced: bool, calls: int) -> dict[str, l
     }
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             stream = f"overhead-{time.monotonic_ns()}"
             token = (await client.post(f"/v1/streams/{stream}/generations")).json()["generation"]
             event = {"events": [{"data": "x" * 200, "event": "progress"}]}
