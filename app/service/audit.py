@@ -113,8 +113,9 @@ class DecisionAudit(Observer):
                 await self._database.write(
                     partial(decisions.record, entries=part), weight=len(part)
                 )
-            except StorageUnavailable:
-                # Put back what is not written (oldest first) for the next flush to retry.
+            except (StorageUnavailable, asyncio.CancelledError):
+                # Put back what is not written (oldest first) for the next flush to retry —
+                # also when stopping: the last flush at shutdown writes it.
                 # The parts in the order they would be written are (part, *reversed(parts));
                 # each goes in front of the buffer, so the last of them goes first.
                 for unwritten in (*parts, part):

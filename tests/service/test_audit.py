@@ -31,12 +31,17 @@ class FlakyDatabase(Database):
     """A real SQLite database whose writes can be told to fail like a lost one."""
 
     down = False
+    stuck = False
     writes = 0
     wrote: asyncio.Event
+    entered: asyncio.Event
 
     async def write(self, work: Work[T], *, weight: int = 1) -> T:
         if self.down:
             raise StorageUnavailable("database is down")
+        if self.stuck:  # a write in flight when the service stops
+            self.entered.set()
+            await asyncio.Event().wait()
         self.writes += 1
         result = await super().write(work, weight=weight)
         self.wrote.set()
@@ -54,6 +59,7 @@ def database_file(tmp_path: Path, sqlite_template: Path) -> Path:
 async def database(database_file: Path) -> AsyncIterator[FlakyDatabase]:
     db = FlakyDatabase(Settings(database_url=f"sqlite+aiosqlite:///{database_file}"))
     db.wrote = asyncio.Event()
+    db.entered = asyncio.Event()
     yield db
     await db.close()
 
@@ -142,3 +148,18 @@ async def test_the_background_flusher_writes_within_an_interval(database: FlakyD
     finally:
         flusher.cancel()
     assert [e.last_event_id for e in await written(database)] == ["a"]
+
+
+async def test_a_flush_cancelled_mid_write_keeps_its_entries(database: FlakyDatabase) -> None:
+    audit = audit_on(database)
+    audit.decided(malformed("a"))
+    audit.decided(malformed("b"))
+    database.stuck = True
+    flushing = asyncio.create_task(audit.flush())
+    await database.entered.wait()
+    flushing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await flushing
+    database.stuck = False
+    await audit.flush()  # the last flush at shutdown
+    assert [e.last_event_id for e in await written(database)] == ["a", "b"]
