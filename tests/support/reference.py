@@ -210,5 +210,6 @@ class ReferenceLog:
             "head_seq": gen.head,
             "tail_seq": gen.tail,
             "terminal": gen.terminal,
+            "superseded": not gen.current,
         }
         return Outcome(200, None, body)
