@@ -47,7 +47,7 @@ Close = Callable[[], Awaitable[None]]
 
 
 async def _httpx_service(port: int, path: str) -> tuple[Request, Close]:
-    from app.client import ServiceConnection
+    from mcp_eventlog_client import ServiceConnection
 
     conn = ServiceConnection(f"http://{HOST}:{port}")
     doc = json.loads(append_body(1))
@@ -200,8 +200,8 @@ async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
     """`store_event` and the bare `append` on the real service, interleaved in blocks."""
     from mcp_types import jsonrpc_message_adapter
 
-    from app.client import NewEvent
-    from app.mcp import EventLogEventStore, session_scope
+    from mcp_eventlog_client import NewEvent
+    from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
 
     message = jsonrpc_message_adapter.validate_json(PROGRESS)
     store = EventLogEventStore(f"http://{HOST}:{spec['port']}", max_events=1_000_000)
