@@ -110,6 +110,16 @@ class ServiceConnection:
         if body is not None:
             all_headers["Content-Type"] = "application/json"
         seconds = self.timeout if timeout is None else timeout
+        if self._http is not None:
+            # Built by the given client, so its own headers, cookies and params apply.
+            return self._http.build_request(
+                method,
+                self.base_url + path,
+                params=params,
+                headers=all_headers,
+                content=body,
+                timeout=seconds,
+            )
         return httpx.Request(
             method,
             httpx.URL(self.base_url + path, params=params),
