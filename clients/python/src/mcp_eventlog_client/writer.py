@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import quote
@@ -164,7 +164,7 @@ class EventLogClient:
         *,
         retry: RetryPolicy | None = None,
         idle_timeout: float = 45.0,
-    ) -> AsyncIterator[LiveItem]:
+    ) -> AsyncGenerator[LiveItem]:
         """Follow `stream_id` as it is written: events, `LiveReset`s and a final `LiveEnd`.
 
         From `last_event_id` (None: the stream's current generation from seq 1). The claim
