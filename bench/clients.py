@@ -184,6 +184,8 @@ async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
     store = EventLogEventStore(client=client, max_events=1_000_000)
     stored: list[list[float]] = []
     bare: list[list[float]] = []
+    wire: list[list[float]] = []
+    raw_close: Close | None = None
     try:
         with session_scope("bench-clients"):
             generation = await client.open_generation("bench.bare", max_events=1_000_000)
@@ -198,16 +200,23 @@ async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
             async def store_one() -> object:
                 return await store.store_event("1", message)
 
-            await _timed(store_one, spec.get("warmup", 50))
-            await _timed(append, spec.get("warmup", 50))
+            wired = await client.open_generation("bench.wire", max_events=1_000_000)
+            raw_send, raw_close = await _raw(spec["port"], f"/v1/generations/{wired.token}/events")
+            sides = ((stored, store_one), (bare, append), (wire, raw_send))
+            for _, send in sides:
+                await _timed(send, spec.get("warmup", 50))
+            # Small blocks, round-robin: the three see the same moments of the machine.
             for _ in range(spec["blocks"]):
-                stored.append(await _timed(store_one, spec["requests"]))
-                bare.append(await _timed(append, spec["requests"]))
+                for samples, send in sides:
+                    samples.append(await _timed(send, spec["requests"]))
     finally:
         await client.aclose()
+        if raw_close is not None:
+            await raw_close()
     return {
         "store_event": _summary([s for b in stored for s in b], stored),
         "client_append": _summary([s for b in bare for s in b], bare),
+        "wire_append": _summary([s for b in wire for s in b], wire),
     }
 
 
@@ -241,8 +250,8 @@ def table(rounds: int, requests: int, seconds: float) -> dict[str, Any]:
                         "kind": "store_event",
                         "port": service.port,
                         "transport": transport,
-                        "blocks": 1,
-                        "requests": requests,
+                        "blocks": 8,
+                        "requests": max(requests // 8, 10),
                     }
                 )
             measured["noop_clients"] = append_cost.clients_process(
@@ -272,6 +281,18 @@ def print_table(result: dict[str, Any]) -> None:
             over = [p - s for p, s in zip(p50, service, strict=True)]
             label = f"`{kind}`, {transport} transport"
             print(f"| {label} | {_median(p50)} | {_median(over, '+')} |")
+    print("\nThe same, against a bare asyncio exchange with the service (`bench/wire.py`)")
+    print("in the same process, in 8 round-robin blocks per round:\n")
+    print("| figure | p50 | minus the bare exchange's p50 |")
+    print("|---|---|---|")
+    for transport in ("default", "httpx"):
+        runs = [r[f"store_event_{transport}"] for r in rounds]
+        wire = [run["wire_append"]["p50_ms"] for run in runs]
+        print(f"| bare exchange ({transport} run) | {_median(wire)} | — |")
+        for kind in ("store_event", "client_append"):
+            p50 = [run[kind]["p50_ms"] for run in runs]
+            over = [p - w for p, w in zip(p50, wire, strict=True)]
+            print(f"| `{kind}`, {transport} transport | {_median(p50)} | {_median(over, '+')} |")
     noop = [r["noop_wrk"]["p50_ms"] for r in rounds]
     print("\n| client on the no-op | p50 | over wrk's p50 | CPU per request |")
     print("|---|---|---|---|")
