@@ -41,7 +41,6 @@ test: $(STAMP)  ## the whole suite, on SQLite and PostgreSQL (CI=true: PostgreSQ
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
 	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
 
-.PHONY: test-typescript
 test-typescript: $(STAMP)  ## the TypeScript package (clients/typescript): npm ci, then its tests against the service (SQLite and PostgreSQL)
 	cd clients/typescript && npm ci && npm test
 

@@ -2,26 +2,33 @@
 
 `python -m bench.clients < spec.json` prints one JSON result. It runs in its own process
 on the stdlib asyncio loop (as the MCP SDK's `MCPServer.run` serves), one request at a
-time, so every figure is a per-request latency. Kinds:
+time, so every figure is a per-request latency; each result also has the process's CPU
+time per request. Kinds:
 
 - `clients`: the same append (one ~200-byte event) POSTed to the no-op endpoint by each
   client in turn, in interleaved blocks (A, B, C, … then again), so every client sees
   the same machine. Clients:
-  - `httpx`: the project's own `ServiceConnection.request` (httpx.AsyncClient, `json=`,
-    retries, typed errors): the client as MCP servers use it today;
-  - `httpx+sniffio`: the same, with `import sniffio` failing at once instead of
-    searching sys.path about 4 times per request (httpcore asks; anyio 4 no longer
-    installs sniffio): what adding `sniffio` to the dependencies would buy;
-  - `httpx-tuned`: one `httpx.AsyncClient` with the body pre-encoded (`content=`),
-    `trust_env=False` and an explicit `AsyncHTTPTransport(retries=0)`;
-  - `httpx-transport`: that transport called directly (`handle_async_request`): httpx's
-    connection pool without the client's request/response machinery;
-  - `aiohttp`: one `aiohttp.ClientSession`, the body pre-encoded;
+  - `httpx-client`: `ServiceConnection` sending through an `httpx.AsyncClient`, as
+    version 0.1.0 sent every request (retries, typed errors; sniffio now installed);
+  - `httpx-transport`: `ServiceConnection` calling httpx's own transport directly (no
+    client machinery, `trust_env` off): the tuned httpx transport;
+  - `aiohttp-transport`: `ServiceConnection` with its default transport, aiohttp's
+    wire behind httpx's transport seam (`httpx-aiohttp`), called directly;
+  - `aiohttp`: one bare `aiohttp.ClientSession`, the body pre-encoded: no retries, no
+    typed errors — the library's own floor;
   - `raw`: `bench/wire.py`, a bare asyncio HTTP/1.1 exchange: the floor of any Python
     client on this loop.
 - `store_event`: `EventLogEventStore.store_event` on the real service, one message after
   another on one stream (a progress notification, as the SDK's router hands it), and the
-  bare `EventLogClient.append` of the same event, interleaved in blocks.
+  bare `EventLogClient.append` of the same event, interleaved in blocks, with the store's
+  client on the transport `spec["transport"]` (`default` or `httpx`).
+
+`python -m bench.clients --table [--rounds N] [--requests N]` runs the comparison of
+issue 11's client row in one go, side by side in interleaved rounds: the service (SQLite,
+`synchronous=FULL`) and the no-op endpoint as processes, wrk's one-connection p50 of
+each (the service's own p50 and the HTTP floor), `store_event` on both transports, and
+every client on the no-op; it prints the table and writes
+`bench/results/clients.json`.
 """
 
 from __future__ import annotations
@@ -46,73 +53,34 @@ Request = Callable[[], Awaitable[object]]
 Close = Callable[[], Awaitable[None]]
 
 
-async def _httpx_service(port: int, path: str) -> tuple[Request, Close]:
-    from app.client import ServiceConnection
+def _connection(port: int, path: str, **how: Any) -> tuple[Request, Close]:
+    """`ServiceConnection.request` (retries, typed errors) on the transport `how` says."""
+    from mcp_eventlog_client import ServiceConnection
 
-    conn = ServiceConnection(f"http://{HOST}:{port}")
+    conn = ServiceConnection(f"http://{HOST}:{port}", **how)
     doc = json.loads(append_body(1))
 
     async def send() -> object:
         return await conn.request("POST", path, json=doc, retry=True)
 
-    return send, conn.aclose
+    async def close() -> None:
+        await conn.aclose()
+        if "http" in how:
+            await how["http"].aclose()
+
+    return send, close
 
 
-async def _httpx_sniffio(port: int, path: str) -> tuple[Request, Close]:
-    """`httpx` as today, but `import sniffio` answered at once from `sys.modules`."""
-    send, close = await _httpx_service(port, path)
-
-    async def sniffed() -> object:
-        # httpcore asks `import sniffio` ~4 times per request; anyio 4 no longer installs
-        # it, so every ask searches sys.path and fails. A None entry fails at once (as a
-        # cached import would succeed at once): the cost of that search, isolated.
-        missing = "sniffio" not in sys.modules
-        if missing:
-            sys.modules["sniffio"] = None  # type: ignore[assignment]
-        try:
-            return await send()
-        finally:
-            if missing:
-                del sys.modules["sniffio"]
-
-    return sniffed, close
-
-
-async def _httpx_tuned(port: int, path: str) -> tuple[Request, Close]:
-    client = httpx.AsyncClient(
-        base_url=f"http://{HOST}:{port}",
-        transport=httpx.AsyncHTTPTransport(retries=0),
-        trust_env=False,
-        timeout=10.0,
-    )
-    body = append_body(1)
-    headers = {"content-type": "application/json"}
-
-    async def send() -> object:
-        response = await client.post(path, content=body, headers=headers)
-        return json.loads(response.content)
-
-    return send, client.aclose
+async def _httpx_client(port: int, path: str) -> tuple[Request, Close]:
+    return _connection(port, path, http=httpx.AsyncClient(timeout=10.0))
 
 
 async def _httpx_transport(port: int, path: str) -> tuple[Request, Close]:
-    transport = httpx.AsyncHTTPTransport(retries=0)
-    body = append_body(1)
-    url = httpx.URL(f"http://{HOST}:{port}{path}")
-    headers = [
-        (b"host", f"{HOST}:{port}".encode()),
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
+    return _connection(port, path, transport=httpx.AsyncHTTPTransport(trust_env=False))
 
-    async def send() -> object:
-        request = httpx.Request("POST", url, headers=headers, content=body)
-        response = await transport.handle_async_request(request)
-        payload = await response.aread()
-        await response.aclose()
-        return json.loads(payload)
 
-    return send, transport.aclose
+async def _aiohttp_transport(port: int, path: str) -> tuple[Request, Close]:
+    return _connection(port, path)  # the default transport
 
 
 async def _aiohttp(port: int, path: str) -> tuple[Request, Close]:
@@ -149,28 +117,33 @@ async def _raw(port: int, path: str) -> tuple[Request, Close]:
 
 
 CLIENTS: dict[str, Callable[[int, str], Awaitable[tuple[Request, Close]]]] = {
-    "httpx": _httpx_service,
-    "httpx+sniffio": _httpx_sniffio,
-    "httpx-tuned": _httpx_tuned,
+    "httpx-client": _httpx_client,
     "httpx-transport": _httpx_transport,
+    "aiohttp-transport": _aiohttp_transport,
     "aiohttp": _aiohttp,
     "raw": _raw,
 }
 
+_cpu: dict[int, float] = {}  # id(samples list) -> CPU seconds spent producing it
+
 
 async def _timed(send: Request, n: int) -> list[float]:
-    out = []
+    out: list[float] = []
+    cpu = time.process_time()
     for _ in range(n):
         began = time.perf_counter()
         await send()
         out.append(time.perf_counter() - began)
+    _cpu[id(out)] = time.process_time() - cpu
     return out
 
 
 def _summary(samples: list[float], blocks: list[list[float]]) -> dict[str, Any]:
+    cpu = sum(_cpu.get(id(b), 0.0) for b in blocks)
     return {
         "requests": len(samples),
         **latency_summary(samples),
+        "cpu_ms_per_request": cpu / max(len(samples), 1) * 1e3,
         "p50_ms_per_block": [statistics.median(b) * 1e3 for b in blocks],
     }
 
@@ -198,16 +171,21 @@ async def run_clients(spec: dict[str, Any]) -> dict[str, Any]:
 
 async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
     """`store_event` and the bare `append` on the real service, interleaved in blocks."""
+    from mcp_eventlog_client import EventLogClient, NewEvent
+    from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
     from mcp_types import jsonrpc_message_adapter
 
-    from app.client import NewEvent
-    from app.mcp import EventLogEventStore, session_scope
-
     message = jsonrpc_message_adapter.validate_json(PROGRESS)
-    store = EventLogEventStore(f"http://{HOST}:{spec['port']}", max_events=1_000_000)
-    client = store.client
+    url = f"http://{HOST}:{spec['port']}"
+    transport = (
+        httpx.AsyncHTTPTransport(trust_env=False) if spec.get("transport") == "httpx" else None
+    )
+    client = EventLogClient(url, transport=transport)
+    store = EventLogEventStore(client=client, max_events=1_000_000)
     stored: list[list[float]] = []
     bare: list[list[float]] = []
+    wire: list[list[float]] = []
+    raw_close: Close | None = None
     try:
         with session_scope("bench-clients"):
             generation = await client.open_generation("bench.bare", max_events=1_000_000)
@@ -222,24 +200,128 @@ async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
             async def store_one() -> object:
                 return await store.store_event("1", message)
 
-            await _timed(store_one, spec.get("warmup", 50))
-            await _timed(append, spec.get("warmup", 50))
+            wired = await client.open_generation("bench.wire", max_events=1_000_000)
+            raw_send, raw_close = await _raw(spec["port"], f"/v1/generations/{wired.token}/events")
+            sides = ((stored, store_one), (bare, append), (wire, raw_send))
+            for _, send in sides:
+                await _timed(send, spec.get("warmup", 50))
+            # Small blocks, round-robin: the three see the same moments of the machine.
             for _ in range(spec["blocks"]):
-                stored.append(await _timed(store_one, spec["requests"]))
-                bare.append(await _timed(append, spec["requests"]))
+                for samples, send in sides:
+                    samples.append(await _timed(send, spec["requests"]))
     finally:
-        await store.aclose()
+        await client.aclose()
+        if raw_close is not None:
+            await raw_close()
     return {
         "store_event": _summary([s for b in stored for s in b], stored),
         "client_append": _summary([s for b in bare for s in b], bare),
+        "wire_append": _summary([s for b in wire for s in b], wire),
     }
 
 
 _KINDS = {"clients": run_clients, "store_event": run_store_event}
 
 
+def table(rounds: int, requests: int, seconds: float) -> dict[str, Any]:
+    """Issue 11's client row, side by side in interleaved rounds (see the module)."""
+    import tempfile
+    from contextlib import ExitStack
+    from pathlib import Path
+
+    from bench import append_cost, seed, servers, wrkload
+
+    out: dict[str, Any] = {"load": wrkload.tool(), "rounds": []}
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        workdir = Path(tmp)
+        url = f"sqlite+aiosqlite:///{workdir}/clients.db"
+        seed.migrate(url)
+        noop = stack.enter_context(servers.noop(workdir))
+        service = stack.enter_context(servers.service(url, workdir, name="service-sqlite"))
+        tokens = append_cost.open_generations(service.port, "bench-clients", 1)
+        for index in range(rounds):
+            measured: dict[str, Any] = {
+                "service_wrk": wrkload.append(service.port, tokens, batch=1, seconds=seconds),
+                "noop_wrk": wrkload.append(noop.port, ["noop"], batch=1, seconds=seconds),
+            }
+            for transport in ("default", "httpx"):
+                measured[f"store_event_{transport}"] = append_cost.clients_process(
+                    {
+                        "kind": "store_event",
+                        "port": service.port,
+                        "transport": transport,
+                        "blocks": 8,
+                        "requests": max(requests // 8, 10),
+                    }
+                )
+            measured["noop_clients"] = append_cost.clients_process(
+                {"kind": "clients", "port": noop.port, "blocks": 1, "requests": requests}
+            )
+            out["rounds"].append(measured)
+            append_cost.say(f"clients round {index + 1}/{rounds} done")
+    return out
+
+
+def _median(values: list[float], sign: str = "") -> str:
+    low, high = min(values), max(values)
+    return f"{statistics.median(values):{sign}.3f} ({low:{sign}.2f}..{high:{sign}.2f})"
+
+
+def print_table(result: dict[str, Any]) -> None:
+    """The figures as Markdown: medians of the rounds (range in brackets), milliseconds."""
+    rounds = result["rounds"]
+    service = [r["service_wrk"]["p50_ms"] for r in rounds]
+    print(f"load tool: {result['load']}; {len(rounds)} interleaved rounds; ms, median (range)")
+    print("\n| figure | p50 | over the service's own p50 |")
+    print("|---|---|---|")
+    print(f"| the service's own p50 (wrk, 1 connection) | {_median(service)} | — |")
+    for transport in ("default", "httpx"):
+        for kind in ("store_event", "client_append"):
+            p50 = [r[f"store_event_{transport}"][kind]["p50_ms"] for r in rounds]
+            over = [p - s for p, s in zip(p50, service, strict=True)]
+            label = f"`{kind}`, {transport} transport"
+            print(f"| {label} | {_median(p50)} | {_median(over, '+')} |")
+    print("\nThe same, against a bare asyncio exchange with the service (`bench/wire.py`)")
+    print("in the same process, in 8 round-robin blocks per round:\n")
+    print("| figure | p50 | minus the bare exchange's p50 |")
+    print("|---|---|---|")
+    for transport in ("default", "httpx"):
+        runs = [r[f"store_event_{transport}"] for r in rounds]
+        wire = [run["wire_append"]["p50_ms"] for run in runs]
+        print(f"| bare exchange ({transport} run) | {_median(wire)} | — |")
+        for kind in ("store_event", "client_append"):
+            p50 = [run[kind]["p50_ms"] for run in runs]
+            over = [p - w for p, w in zip(p50, wire, strict=True)]
+            print(f"| `{kind}`, {transport} transport | {_median(p50)} | {_median(over, '+')} |")
+    noop = [r["noop_wrk"]["p50_ms"] for r in rounds]
+    print("\n| client on the no-op | p50 | over wrk's p50 | CPU per request |")
+    print("|---|---|---|---|")
+    print(f"| wrk | {_median(noop)} | — | — |")
+    for name in CLIENTS:
+        p50 = [r["noop_clients"][name]["p50_ms"] for r in rounds]
+        cpu = [r["noop_clients"][name]["cpu_ms_per_request"] for r in rounds]
+        over = [p - w for p, w in zip(p50, noop, strict=True)]
+        print(f"| {name} | {_median(p50)} | {_median(over, '+')} | {_median(cpu)} |")
+
+
 def main() -> int:
-    """Read the spec from stdin, run it on the stdlib asyncio loop, print JSON."""
+    """Read the spec from stdin, run it on the stdlib asyncio loop, print JSON; or, with
+    `--table`, run the whole comparison and print it."""
+    if "--table" in sys.argv:
+        import argparse
+        from pathlib import Path
+
+        parser = argparse.ArgumentParser(prog="bench.clients")
+        parser.add_argument("--table", action="store_true")
+        parser.add_argument("--rounds", type=int, default=5)
+        parser.add_argument("--requests", type=int, default=400)
+        parser.add_argument("--seconds", type=float, default=2.0)
+        args = parser.parse_args()
+        result = table(args.rounds, args.requests, args.seconds)
+        results = Path(__file__).resolve().parent / "results" / "clients.json"
+        results.write_text(json.dumps(result, indent=1) + "\n")
+        print_table(result)
+        return 0
     spec = json.load(sys.stdin)
     json.dump(asyncio.run(_KINDS[spec["kind"]](spec)), sys.stdout)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def test_no_module_of_the_package_imports_the_service() -> None:
 def test_the_package_is_versioned_and_typed() -> None:
     pyproject = (PACKAGE / "pyproject.toml").read_text()
     assert 'name = "mcp-eventlog-client"' in pyproject
-    assert 'version = "0.1.0"' in pyproject
+    assert re.search(r'^version = "\d+\.\d+\.\d+"$', pyproject, re.MULTILINE)
     assert '"mcp==2.3.0"' in pyproject
     assert (PACKAGE / "src" / "mcp_eventlog_client" / "py.typed").exists()
 
@@ -58,12 +59,14 @@ def test_pip_install_into_a_fresh_venv_brings_only_the_http_client(tmp_path: Pat
     )
     installed = {entry["name"].lower() for entry in json.loads(listed.stdout)}
     assert "mcp-eventlog-client" in installed
-    assert "httpx" in installed
+    assert {"httpx", "httpx-sse", "sniffio"} <= installed
     assert installed & SERVICE_ONLY == set()
     assert "mcp" not in installed  # the SDK only comes with the [mcp] extra
+    assert "aiohttp" not in installed  # the fast transport too (the [aiohttp] or [mcp] extra)
     probe = (
         "import importlib.util, mcp_eventlog_client as c; "
-        "print(c.Verdict.RESET, c.EventLogClient.__name__, importlib.util.find_spec('app'))"
+        "print(c.Verdict.RESET, c.EventLogClient.__name__, importlib.util.find_spec('app'), "
+        "type(c.default_transport()).__name__)"
     )
     run = subprocess.run(
         [python, "-c", probe],
@@ -74,4 +77,4 @@ def test_pip_install_into_a_fresh_venv_brings_only_the_http_client(tmp_path: Pat
         text=True,
         cwd=tmp_path,
     )
-    assert run.stdout.split() == ["reset", "EventLogClient", "None"]
+    assert run.stdout.split() == ["reset", "EventLogClient", "None", "AsyncHTTPTransport"]

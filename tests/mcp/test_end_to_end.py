@@ -427,6 +427,6 @@ async def test_the_session_outlives_the_service_being_down(
         "counted to 2",
     ]
     assert down.steps == [1, 2, 3]
-    assert (refused.value.code, refused.value.data["reason"]) == (RESUME_REFUSED, "store_failed")
+    assert (refused.value.code, refused.value.data["reason"]) == (RESUME_REFUSED, "not_stored")
     assert failures.get("unreachable", 0) >= 1
     assert sum(failures.values()) == len(down.tokens)

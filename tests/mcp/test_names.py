@@ -1,10 +1,11 @@
-"""Service stream names of SDK streams: within the contract's alphabet, and reversible."""
+"""Service stream names of SDK streams: within the contract's alphabet, and reversible.
+
+The shared table both stores are checked against is in `test_convention.py`.
+"""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import pytest
 from mcp_eventlog_client.mcp.names import MAX_STREAM_ID, StreamNames
@@ -39,24 +40,3 @@ def test_a_long_name_is_forgotten_past_the_bound() -> None:
     first = names.name("A", "y" * 300)
     names.name("A", "z" * 300)
     assert names.parse(first) is None
-
-
-FIXTURES = json.loads(
-    (Path(__file__).resolve().parents[1] / "fixtures" / "stream-names.json").read_text()
-)
-
-
-@pytest.mark.parametrize("row", FIXTURES, ids=lambda row: repr(row["sdk_stream"])[:40])
-def test_names_match_the_shared_table(row: dict[str, str]) -> None:
-    """The table (`tests/fixtures/stream-names.json`) every store's names must match."""
-    names = StreamNames()
-    assert names.name(row["scope"], row["sdk_stream"]) == row["name"]
-    assert CONTRACT_STREAM_ID.fullmatch(row["name"])
-    assert names.parse(row["name"]) == (row["scope"], row["sdk_stream"])
-
-
-def test_the_shared_table_covers_escaping_and_hashing() -> None:
-    hashed = [row for row in FIXTURES if ".~h" in row["name"]]
-    assert len(hashed) >= 2
-    assert any(len(row["name"]) == MAX_STREAM_ID for row in FIXTURES)  # the longest plain one
-    assert any("~" in row["name"].split(".", 2)[2] for row in FIXTURES if row not in hashed)

@@ -207,7 +207,7 @@ async def test_a_failed_store_keeps_the_session_and_refuses_its_resume(
     # was then dropped and the resume from its id refused, visibly.
     assert [line["progress"] for line in client.of(0, "progress")] == [1, 2]
     error = only(client.of(0, "error"))
-    assert (error["code"], error["data"]["reason"]) == (RESUME_REFUSED, "store_failed")
+    assert (error["code"], error["data"]["reason"]) == (RESUME_REFUSED, "not_stored")
     # The session goes on.
     assert only(client.of(1, "result"))["text"] == "counted to 2"
     async with httpx.AsyncClient() as http:

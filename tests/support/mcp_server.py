@@ -5,7 +5,9 @@ Run as `python -m tests.support.mcp_server --port P --eventlog URL [--max-events
 notifications, may close its SSE stream mid-way (the SDK's server-initiated disconnect),
 may pause on a gate, and may send a padded step or a large result. Gates are opened by the
 tests with `POST /test/gates/{name}`, so every ordering a test needs is awaited, never
-slept for. `GET /test/store-failures` answers the store's failure counter.
+slept for. `GET /test/store-failures` answers the store's failure counter, and
+`GET /test/scopes/{session_id}` a session's scope key (for a test that writes into a
+session's streams from another process).
 
 `replay_after` holds this session's replays until a gate opens: `"done"` means until the
 tool's response is stored. That keeps the SDK's own window between replaying and
@@ -110,6 +112,13 @@ async def open_gate(request: Request) -> Response:
     """Open a gate (the tests' way to order events across processes)."""
     gates[request.path_params["name"]].set()
     return JSONResponse({"opened": request.path_params["name"]})
+
+
+@server.custom_route("/test/scopes/{session_id}", methods=["GET"])
+async def scope_of(request: Request) -> Response:
+    """The store's scope key of an MCP session (how its service streams are named)."""
+    key = store.scopes.key_of(request.path_params["session_id"]) if store is not None else None
+    return JSONResponse({"scope": key})
 
 
 @server.custom_route("/test/store-failures", methods=["GET"])

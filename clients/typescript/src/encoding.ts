@@ -1,14 +1,18 @@
 /**
  * How an MCP message is stored as events of the service, and read back.
  *
+ * The convention both MCP stores (this one and the Python one) follow, written once in the
+ * repository's `docs/stream-names.md` and checked by both test suites against one table
+ * (`tests/fixtures/stream-convention.json`):
+ *
  * - A priming event (the SDK stores `{}` to hand the client its first id) is one event of SSE
  *   type `priming` with empty data; it is never replayed as a message.
- * - A message is its JSON as one event of type `message`, like the Python store.
+ * - A message is its JSON as one event of type `message`.
  * - A message over `maxEventBytes` (tool results can be several MiB; the service refuses an
- *   event over `EVENTLOG_MAX_EVENT_BYTES`, 1 MiB by default) is split at UTF-8 character
- *   boundaries into events of type `message-part` followed by a last `message` event, all
- *   appended as one atomic batch. The SSE id the client sees is the last event's, so a client
- *   only ever holds the id of a whole message.
+ *   event over `EVENTLOG_MAX_EVENT_BYTES`, 1 MiB by default) is cut at UTF-8 character
+ *   boundaries into `n` events of type `message-part <i>/<n>`. The SSE id the client sees is
+ *   the last part's, so a client only ever holds the id of a whole message.
+ * - Every message is one append: all its events are stored atomically, or none is.
  */
 
 import type { NewEvent, StoredEvent } from "./models.js";
@@ -17,6 +21,7 @@ export const MESSAGE_EVENT = "message";
 export const PART_EVENT = "message-part";
 export const PRIMING_EVENT = "priming";
 
+const PART = /^message-part ([1-9][0-9]*)\/([1-9][0-9]*)$/;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -27,27 +32,47 @@ export function isPriming(message: object): boolean {
 
 /** The events one SDK message is stored as (one, unless it is over `maxEventBytes`). */
 export function encodeMessage(message: object, maxEventBytes: number): NewEvent[] {
-  if (isPriming(message)) return [{ data: "", event: PRIMING_EVENT }];
-  const data = JSON.stringify(message);
+  return splitMessage(isPriming(message) ? null : JSON.stringify(message), maxEventBytes);
+}
+
+/** The events a message's JSON is stored as (`null`: a priming event). */
+export function splitMessage(data: string | null, maxEventBytes: number): NewEvent[] {
+  if (data === null) return [{ data: "", event: PRIMING_EVENT }];
   // A UTF-16 length at most a third of the limit can not exceed it in UTF-8: skip encoding.
   if (data.length * 3 <= maxEventBytes) return [{ data, event: MESSAGE_EVENT }];
   const bytes = encoder.encode(data);
   if (bytes.length <= maxEventBytes) return [{ data, event: MESSAGE_EVENT }];
-  const events: NewEvent[] = [];
+  const parts: string[] = [];
   let start = 0;
   while (start < bytes.length) {
     let end = Math.min(start + maxEventBytes, bytes.length);
     // Never cut inside a UTF-8 sequence: back up over continuation bytes (10xxxxxx).
     while (end < bytes.length && end > start && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1;
     if (end === start) throw new RangeError("maxEventBytes is smaller than one character");
-    const last = end === bytes.length;
-    events.push({
-      data: decoder.decode(bytes.subarray(start, end)),
-      event: last ? MESSAGE_EVENT : PART_EVENT,
-    });
+    parts.push(decoder.decode(bytes.subarray(start, end)));
     start = end;
   }
-  return events;
+  return parts.map((part, index) => ({
+    data: part,
+    event: `${PART_EVENT} ${index + 1}/${parts.length}`,
+  }));
+}
+
+/** `[i, n]` of a `message-part <i>/<n>` event type, undefined for any other. */
+export function partOf(eventType: string | null): [number, number] | undefined {
+  const match = PART.exec(eventType ?? "");
+  return match === null ? undefined : [Number(match[1]), Number(match[2])];
+}
+
+/** Stored events that are not messages of the convention; `reason` says how. */
+export class Unjoinable extends Error {
+  constructor(
+    readonly reason: "mid_message" | "not_a_message",
+    message: string,
+  ) {
+    super(message);
+    this.name = "Unjoinable";
+  }
 }
 
 /** A message read back, with the id of its last event. */
@@ -61,31 +86,52 @@ export interface ReplayedMessage {
  * Turns stored events back into messages, in order: drops priming events, joins parts.
  *
  * `push` returns the message an event completes (undefined for a part or a priming event);
- * it throws `SyntaxError` for data that is not a JSON-RPC message (a replay that started in
- * the middle of a split message, or an event this store did not write).
+ * it throws `Unjoinable`: `mid_message` for a part out of its place (a replay that started
+ * inside a split message), `not_a_message` for data that is not a JSON-RPC message.
  */
 export class MessageAssembler {
   private parts: string[] = [];
+  private count = 0;
 
-  push(event: StoredEvent): ReplayedMessage | undefined {
-    if (event.event === PRIMING_EVENT) {
-      this.parts = [];
-      return undefined;
+  push(event: Pick<StoredEvent, "id" | "seq" | "event" | "data">): ReplayedMessage | undefined {
+    const part = partOf(event.event);
+    if (part === undefined) {
+      if (this.parts.length > 0) {
+        throw new Unjoinable("mid_message", `a ${event.event} event inside a split message`);
+      }
+      if (event.event === PRIMING_EVENT) return undefined;
+      return { id: event.id, seq: event.seq, message: parseMessage(event.id, event.data) };
     }
-    if (event.event === PART_EVENT) {
-      this.parts.push(event.data);
-      return undefined;
-    }
-    const data = this.parts.length === 0 ? event.data : this.parts.join("") + event.data;
-    this.parts = [];
-    const message: unknown = JSON.parse(data);
+    const [index, count] = part;
     if (
-      typeof message !== "object" ||
-      message === null ||
-      (message as { jsonrpc?: unknown }).jsonrpc !== "2.0"
+      index !== this.parts.length + 1 ||
+      (this.parts.length > 0 && count !== this.count) ||
+      index > count
     ) {
-      throw new SyntaxError(`event ${event.id} is not a JSON-RPC message`);
+      throw new Unjoinable("mid_message", `part ${index}/${count} without the parts before it`);
     }
-    return { id: event.id, seq: event.seq, message };
+    this.parts.push(event.data);
+    this.count = count;
+    if (index < count) return undefined;
+    const data = this.parts.join("");
+    this.parts = [];
+    return { id: event.id, seq: event.seq, message: parseMessage(event.id, data) };
   }
+}
+
+function parseMessage(id: string, data: string): unknown {
+  let message: unknown;
+  try {
+    message = JSON.parse(data);
+  } catch {
+    throw new Unjoinable("not_a_message", `event ${id} is not JSON`);
+  }
+  if (
+    typeof message !== "object" ||
+    message === null ||
+    (message as { jsonrpc?: unknown }).jsonrpc !== "2.0"
+  ) {
+    throw new Unjoinable("not_a_message", `event ${id} is not a JSON-RPC message`);
+  }
+  return message;
 }

@@ -15,7 +15,14 @@
  */
 
 export * from "./writer.js";
-export { MESSAGE_EVENT, PART_EVENT, PRIMING_EVENT } from "./encoding.js";
+export {
+  MESSAGE_EVENT,
+  PART_EVENT,
+  partOf,
+  PRIMING_EVENT,
+  splitMessage,
+  Unjoinable,
+} from "./encoding.js";
 export { type Refusal, refusalMessage, RESUME_REFUSED, ResumeRefused } from "./refusal.js";
 export { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
 export {

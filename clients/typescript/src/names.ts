@@ -9,7 +9,8 @@
  * characters is `mcp.<scope>.~h<sha256 hex of the SDK stream id>` instead.
  *
  * This is the scheme of the Python store (`names.py`) byte for byte, so an operator reads
- * streams of either language alike; `test/fixtures/stream-names.json` is the shared table.
+ * streams of either language alike; the repository's `tests/fixtures/stream-convention.json`
+ * is the shared table both test suites read.
  */
 
 import { BoundedMap } from "./bounded.js";

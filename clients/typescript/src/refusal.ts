@@ -5,13 +5,19 @@
 
 import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
 
+import { Unjoinable } from "./encoding.js";
 import { EventLogError } from "./errors.js";
 import type { Verdict } from "./models.js";
 
 /** JSON-RPC error code (implementation-defined range) of a refused resume, as in Python. */
 export const RESUME_REFUSED = -32010;
 
-/** Why a resume was refused: the service's verdict and reason, or `unavailable`. */
+/**
+ * Why a resume was refused: the service's verdict and reason, or the store's own (shared with
+ * the Python store, `docs/stream-names.md`, "Refusals"): `reset`/`not_stored`,
+ * `invalid`/`cross_session`, `mid_message`, `not_a_message`, `shared_store`, and
+ * `unavailable` with `unreachable`, `timeout` or the service's problem code.
+ */
 export interface Refusal {
   readonly verdict: Verdict | "unavailable";
   readonly reason: string;
@@ -68,8 +74,8 @@ export function refusalMessage(id: RequestId, refusal: Refusal): JSONRPCMessage 
 
 /** The refusal a failed service call (or an unreadable stored event) amounts to. */
 export function refusalOf(error: unknown): Refusal {
-  if (error instanceof SyntaxError) {
-    return { verdict: "invalid", reason: "not_a_message", detail: error.message };
+  if (error instanceof Unjoinable) {
+    return { verdict: "invalid", reason: error.reason, detail: error.message };
   }
   if (error instanceof EventLogError) {
     const reset = error.code === "evicted" || error.code === "expired";

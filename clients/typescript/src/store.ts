@@ -64,6 +64,9 @@ export interface EventLogEventStoreOptions extends ConnectionOptions {
   /** Messages longer than this (UTF-8 bytes) are stored in parts; the service's
    *  `EVENTLOG_MAX_EVENT_BYTES`, 1 MiB by default. */
   readonly maxEventBytes?: number;
+  /** A message whose JSON is longer than this (UTF-8 bytes) is not stored (it goes out
+   *  unstored); default 16 MiB, the service's `EVENTLOG_MAX_BODY_BYTES` default. */
+  readonly maxMessageBytes?: number;
   /** The longest one `storeEvent` waits for the service before the message goes out unstored. */
   readonly storeTimeoutMs?: number;
   /** After a failure to store, messages go out unstored without asking for this long. */
@@ -135,6 +138,7 @@ export class EventLogEventStore implements EventStore {
   private readonly logger: StoreLogger;
   private readonly producer: string;
   private readonly maxEventBytes: number;
+  private readonly maxMessageBytes: number;
   private readonly storeTimeoutMs: number;
   private readonly pauseAfterFailureMs: number;
   private readonly replayTimeoutMs: number;
@@ -151,6 +155,7 @@ export class EventLogEventStore implements EventStore {
     const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
     this.producer = options.producer ?? `mcp:ts:${pid ?? "web"}`;
     this.maxEventBytes = options.maxEventBytes ?? 1_048_576;
+    this.maxMessageBytes = options.maxMessageBytes ?? 16 * 1_048_576;
     this.storeTimeoutMs = options.storeTimeoutMs ?? 5_000;
     this.pauseAfterFailureMs = options.pauseAfterFailureMs ?? 1_000;
     this.replayTimeoutMs = options.replayTimeoutMs ?? 10_000;
@@ -398,6 +403,10 @@ export class EventLogEventStore implements EventStore {
     } catch (error) {
       return this.unstoredId(sdkStream, state, describe(error), false);
     }
+    const size = messageBytes(events, this.maxMessageBytes);
+    if (size > this.maxMessageBytes) {
+      return this.unstoredId(sdkStream, state, `a message of ${size} bytes`, false);
+    }
     if (Date.now() < this.pausedUntil) return this.unstoredId(sdkStream, state, "", false);
     const signal = AbortSignal.timeout(this.storeTimeoutMs);
     try {
@@ -498,6 +507,15 @@ export class EventLogEventStore implements EventStore {
 /** Whether a failure to store says the service is down (so stop asking for a moment). */
 function pausesStoring(error: unknown): boolean {
   return !(error instanceof EventLogError) || error.status === 0 || error.status >= 500;
+}
+
+/** The UTF-8 size of a message's events, or a bound of it when that is under `limit`. */
+function messageBytes(events: readonly NewEvent[], limit: number): number {
+  const units = events.reduce((sum, event) => sum + event.data.length, 0);
+  // At most 3 UTF-8 bytes per UTF-16 unit: most messages need no encoding to be measured.
+  if (units * 3 <= limit) return units * 3;
+  const encoder = new TextEncoder();
+  return events.reduce((sum, event) => sum + encoder.encode(event.data).length, 0);
 }
 
 function tokenOf(eventId: string): string | undefined {

@@ -7,15 +7,19 @@ async with EventLogClient("http://127.0.0.1:8080") as log:
     generation = await log.open_generation("sess-1.req-7")
     await log.append(generation.token, [NewEvent("hello")], first_seq=1)
     answer = await log.resume(f"{generation.token}:0")
+    async for item in log.follow("sess-1.req-7"):  # LiveEvent, LiveReset, LiveEnd
+        ...
 ```
 """
 
-from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
+from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection, default_transport
 from mcp_eventlog_client.errors import (
+    AmbiguousStream,
     BatchTooLarge,
     BeyondTail,
     BodyTimeout,
     BodyTooLarge,
+    CrossStream,
     DatabaseUnavailable,
     EventLogError,
     EventTooLarge,
@@ -24,6 +28,8 @@ from mcp_eventlog_client.errors import (
     Forbidden,
     InternalError,
     InvalidJson,
+    MalformedId,
+    NotAcceptable,
     NotFound,
     SeqConflict,
     SeqGap,
@@ -31,6 +37,7 @@ from mcp_eventlog_client.errors import (
     StorageFailed,
     Superseded,
     TerminalGeneration,
+    TooManyReaders,
     Unauthorized,
     UnknownGeneration,
     UnknownStream,
@@ -38,6 +45,7 @@ from mcp_eventlog_client.errors import (
     ValidationFailed,
     error_for,
 )
+from mcp_eventlog_client.live import LiveEnd, LiveEvent, LiveItem, LiveReset
 from mcp_eventlog_client.models import (
     AppendResult,
     EventPage,
@@ -51,11 +59,13 @@ from mcp_eventlog_client.verdict import Verdict
 from mcp_eventlog_client.writer import EventLogClient
 
 __all__ = [
+    "AmbiguousStream",
     "AppendResult",
     "BatchTooLarge",
     "BeyondTail",
     "BodyTimeout",
     "BodyTooLarge",
+    "CrossStream",
     "DatabaseUnavailable",
     "EventLogClient",
     "EventLogError",
@@ -67,7 +77,13 @@ __all__ = [
     "Generation",
     "InternalError",
     "InvalidJson",
+    "LiveEnd",
+    "LiveEvent",
+    "LiveItem",
+    "LiveReset",
+    "MalformedId",
     "NewEvent",
+    "NotAcceptable",
     "NotFound",
     "ResumeAnswer",
     "RetryPolicy",
@@ -80,11 +96,13 @@ __all__ = [
     "StreamView",
     "Superseded",
     "TerminalGeneration",
+    "TooManyReaders",
     "Unauthorized",
     "UnknownGeneration",
     "UnknownStream",
     "UnsupportedMediaType",
     "ValidationFailed",
     "Verdict",
+    "default_transport",
     "error_for",
 ]

@@ -1,21 +1,32 @@
-"""One connection to the service: base URL, key, a reused `httpx.AsyncClient`, bounded retries.
+"""One connection to the service: base URL, key, one httpx transport, bounded retries.
 
 The writer client here, and an admin client later, send their requests through a
 `ServiceConnection`, so every API shares one connection pool, one way to authenticate and
 one rule for what may be retried.
+
+Every request goes through an `httpx.AsyncBaseTransport` (httpx's seam: `ASGITransport`
+for an in-process service, a fault-injecting transport in tests, any transport of your
+own), called directly: the client's cookies, auth flows, redirects and event hooks are
+not used here and cost a third of a request's CPU. The default transport is the fastest
+measured on the same no-op endpoint (`docs/clients-python.md`, "Which HTTP client"):
+aiohttp's, through `httpx-aiohttp`, when it is installed (the `[mcp]` and `[aiohttp]`
+extras bring it), else httpx's own.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import os
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import httpx
 
-from mcp_eventlog_client.errors import ServiceUnreachable, error_from_response
+from mcp_eventlog_client.errors import EventLogError, ServiceUnreachable, error_from_response
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -42,14 +53,27 @@ class RetryPolicy:
         return min(backoff * random.uniform(0.75, 1.25), self.max_delay)  # noqa: S311
 
 
+def default_transport() -> httpx.AsyncBaseTransport:
+    """aiohttp's wire behind httpx's seam when `httpx-aiohttp` is installed, else httpx's own."""
+    try:
+        from httpx_aiohttp import AiohttpTransport
+    except ImportError:
+        return httpx.AsyncHTTPTransport(trust_env=False)
+    transport: httpx.AsyncBaseTransport = AiohttpTransport(trust_env=False)
+    return transport
+
+
 class ServiceConnection:
     """Sends requests to the service and turns refusals into `EventLogError`s.
 
     `base_url` and `key` default to the environment (`EVENTLOG_URL`, `EVENTLOG_KEY`); the
-    key is sent as `Authorization: Bearer <key>`. Pass `http` to use your own
-    `httpx.AsyncClient` (its `base_url` is used when no `base_url` is given); it is then
-    yours to close. Otherwise one client is created here and reused for every request, so
-    connections are kept alive across calls.
+    key is sent as `Authorization: Bearer <key>`. Requests go through `transport` (default:
+    `default_transport()`), created here and closed by `aclose`, and reused for every
+    request, so connections are kept alive across calls; `aclose` closes it (as
+    `httpx.AsyncClient` closes its transport). Pass `http` instead to send through your own
+    `httpx.AsyncClient` (its `base_url` is used when no `base_url` is
+    given); it is then yours to close. `timeout` bounds each attempt (connect, each read
+    and write, the wait for a pooled connection).
     """
 
     def __init__(
@@ -58,6 +82,7 @@ class ServiceConnection:
         key: str | None = None,
         *,
         http: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -67,8 +92,48 @@ class ServiceConnection:
         key = key if key is not None else os.environ.get("EVENTLOG_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.retry = retry or RetryPolicy()
-        self._owns_http = http is None
-        self._http = http if http is not None else httpx.AsyncClient(timeout=timeout)
+        self.timeout = timeout
+        self._http = http
+        self._transport = None if http is not None else (transport or default_transport())
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Request:
+        all_headers = {**self._headers, **(headers or {})}
+        if body is not None:
+            all_headers["Content-Type"] = "application/json"
+        seconds = self.timeout if timeout is None else timeout
+        if self._http is not None:
+            # Built by the given client, so its own headers, cookies and params apply.
+            return self._http.build_request(
+                method,
+                self.base_url + path,
+                params=params,
+                headers=all_headers,
+                content=body,
+                timeout=seconds,
+            )
+        return httpx.Request(
+            method,
+            httpx.URL(self.base_url + path, params=params),
+            headers=all_headers,
+            content=body,
+            extensions={"timeout": httpx.Timeout(seconds).as_dict()},
+        )
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """The response, its body not read yet (a transport error raises httpx's)."""
+        if self._http is not None:
+            return await self._http.send(request, stream=True)
+        assert self._transport is not None
+        return await self._transport.handle_async_request(request)
 
     async def request(
         self,
@@ -78,37 +143,85 @@ class ServiceConnection:
         json: Any = None,
         params: dict[str, Any] | None = None,
         retry: bool,
+        attempt_timeout: float | None = None,
     ) -> Any:
         """Send one request and return its JSON body; raise an `EventLogError` on refusal.
 
         With `retry`, a transport error or a 5xx answer is retried under the policy. Only
         callers whose request is idempotent may pass `retry=True`: the request may have been
-        processed even though no answer arrived.
+        processed even though no answer arrived. `attempt_timeout` replaces the connection's
+        `timeout` for this request (a long poll waits longer).
         """
+        body = None if json is None else _encode(json)
         attempts = self.retry.attempts if retry else 1
         for attempt in range(attempts):
             last = attempt + 1 >= attempts
+            request = self._request(method, path, body=body, params=params, timeout=attempt_timeout)
             try:
-                response = await self._http.request(
-                    method, self.base_url + path, json=json, params=params, headers=self._headers
-                )
+                response = await self._send(request)
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
             except httpx.TransportError as error:
                 if last:
-                    detail = str(error) or type(error).__name__
-                    raise ServiceUnreachable(0, ServiceUnreachable.code, detail) from error
+                    raise _unreachable(error) from error
                 await anyio.sleep(self.retry.delay(attempt))
                 continue
             if response.is_success:
-                return response.json()
+                return jsonlib.loads(response.content)
             if response.status_code < 500 or last:
                 raise error_from_response(response)
             await anyio.sleep(self.retry.delay(attempt, _retry_after(response)))
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
+    @asynccontextmanager
+    async def stream(
+        self,
+        path: str,
+        *,
+        headers: dict[str, str],
+        params: dict[str, Any] | None = None,
+        attempt_timeout: float | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """`GET path` answered with a successful streaming response (read it in the block).
+
+        Sent once, never retried here: the caller decides. A refusal raises its
+        `EventLogError` (`retry_after` set from the answer's header); no answer raises
+        `ServiceUnreachable`.
+        """
+        request = self._request(
+            "GET", path, params=params, headers=headers, timeout=attempt_timeout
+        )
+        try:
+            response = await self._send(request)
+        except httpx.TransportError as error:
+            raise _unreachable(error) from error
+        try:
+            if not response.is_success:
+                await response.aread()
+                refusal = error_from_response(response)
+                refusal.retry_after = _retry_after(response)
+                raise refusal
+            yield response
+        finally:
+            await response.aclose()
+
     async def aclose(self) -> None:
-        """Close the connection pool (only when this object created it)."""
-        if self._owns_http:
-            await self._http.aclose()
+        """Close the transport (not an `http` client given to it: that one is yours)."""
+        if self._transport is not None:
+            await self._transport.aclose()
+
+
+def _encode(document: Any) -> bytes:
+    # Compact, and UTF-8 as it is: `ensure_ascii` would write each non-ASCII character as
+    # up to 12 bytes of escapes, and the service counts its body limit in bytes.
+    return jsonlib.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _unreachable(error: httpx.TransportError) -> EventLogError:
+    detail = str(error) or type(error).__name__
+    return ServiceUnreachable(0, ServiceUnreachable.code, detail)
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -27,6 +27,8 @@ class EventLogError(Exception):
         self.status = status
         self.code = code
         self.detail = detail
+        self.retry_after: float | None = None
+        """Seconds the service asked to wait (`Retry-After`), when it did."""
 
 
 class Superseded(EventLogError):
@@ -57,6 +59,36 @@ class BeyondTail(EventLogError):
     """409: a page was asked for after a seq the generation never reached."""
 
     code = "beyond_tail"
+
+
+class MalformedId(EventLogError):
+    """400: a live read's claim is not `<token>:<seq>` (its verdict is `invalid`)."""
+
+    code = "malformed_id"
+
+
+class CrossStream(EventLogError):
+    """409: a live read's claim names a generation of another stream (`invalid`)."""
+
+    code = "cross_stream"
+
+
+class AmbiguousStream(EventLogError):
+    """409: the request names a stream ambiguously."""
+
+    code = "ambiguous_stream"
+
+
+class NotAcceptable(EventLogError):
+    """406: the request accepts none of the media types the route answers with."""
+
+    code = "not_acceptable"
+
+
+class TooManyReaders(EventLogError):
+    """503: the service process already serves as many live readers as it may."""
+
+    code = "too_many_readers"
 
 
 class UnknownGeneration(EventLogError):
@@ -178,6 +210,11 @@ _BY_CODE: dict[str, type[EventLogError]] = {
         SeqConflict,
         SeqGap,
         BeyondTail,
+        MalformedId,
+        CrossStream,
+        AmbiguousStream,
+        NotAcceptable,
+        TooManyReaders,
         UnknownGeneration,
         UnknownStream,
         NotFound,

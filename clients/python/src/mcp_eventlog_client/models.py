@@ -155,7 +155,10 @@ class ResumeAnswer:
 
 @dataclass(frozen=True, slots=True)
 class EventPage:
-    """A page of a generation's events; `next_after` is set while more remain."""
+    """A page of a generation's events; `next_after` is set while more remain.
+
+    `superseded`: a newer generation fenced this one, so no event will follow the page.
+    """
 
     generation: str
     events: tuple[StoredEvent, ...]
@@ -163,6 +166,7 @@ class EventPage:
     head_seq: int
     tail_seq: int
     terminal: bool
+    superseded: bool = False
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> EventPage:
@@ -174,6 +178,7 @@ class EventPage:
             head_seq=body["head_seq"],
             tail_seq=body["tail_seq"],
             terminal=body["terminal"],
+            superseded=body.get("superseded", False),
         )
 
 

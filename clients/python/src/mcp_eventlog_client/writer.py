@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import quote
@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
+from mcp_eventlog_client.live import Follower, LiveItem
 from mcp_eventlog_client.models import (
     AppendResult,
     EventPage,
@@ -46,12 +47,13 @@ class EventLogClient:
         key: str | None = None,
         *,
         http: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         connection: ServiceConnection | None = None,
     ) -> None:
         self.connection = connection or ServiceConnection(
-            base_url, key, http=http, timeout=timeout, retry=retry
+            base_url, key, http=http, transport=transport, timeout=timeout, retry=retry
         )
 
     async def __aenter__(self) -> Self:
@@ -127,13 +129,67 @@ class EventLogClient:
         answer = await self.connection.request("POST", path, json=body, retry=True)
         return ResumeAnswer.from_json(answer)
 
-    async def page(self, generation: str, *, after: int = 0, limit: int | None = None) -> EventPage:
-        """The events of `generation` after seq `after`; `Evicted` rather than skip any."""
-        params = {"after": after} if limit is None else {"after": after, "limit": limit}
+    async def page(
+        self,
+        generation: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        wait: float | None = None,
+    ) -> EventPage:
+        """The events of `generation` after seq `after`; `Evicted` rather than skip any.
+
+        With `wait` (seconds, at most the service's `EVENTLOG_LIVE_MAX_WAIT_SECONDS`, else
+        `ValidationFailed`), a page that would be empty is answered when an event is
+        appended, the generation ends or is superseded, or `wait` runs out (then empty).
+        """
+        params: dict[str, Any] = {"after": after}
+        if limit is not None:
+            params["limit"] = limit
+        if wait is not None:
+            params["wait"] = wait
         answer = await self.connection.request(
-            "GET", f"/v1/generations/{_segment(generation)}/events", params=params, retry=True
+            "GET",
+            f"/v1/generations/{_segment(generation)}/events",
+            params=params,
+            retry=True,
+            attempt_timeout=None if wait is None else self.connection.timeout + wait,
         )
         return EventPage.from_json(answer)
+
+    def follow(
+        self,
+        stream_id: str,
+        last_event_id: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        idle_timeout: float = 45.0,
+    ) -> AsyncGenerator[LiveItem]:
+        """Follow `stream_id` as it is written: events, `LiveReset`s and a final `LiveEnd`.
+
+        From `last_event_id` (None: the stream's current generation from seq 1). The claim
+        is decided like a resume: an invalid one raises its error (`MalformedId`,
+        `UnknownGeneration`, `CrossStream`, `BeyondTail`; `UnknownStream` for a stream
+        without a generation) and nothing is yielded. When the service ends a connection
+        the follower reconnects with its last id after the service's `retry:`; a dropped
+        connection, one silent for `idle_timeout` seconds (the service sends a keep-alive
+        every 15 s by default) or a 5xx is reconnected with `retry`'s backoff (default:
+        the client's policy), and raised after that many failures in a row. The iteration
+        ends after `LiveEnd`; to stop earlier, leave it inside
+        `contextlib.aclosing(log.follow(...))`, which closes the connection at once.
+
+        ```python
+        async for item in log.follow("sess-1.req-7"):
+            match item:
+                case LiveEvent(id=event_id, data=data): ...
+                case LiveReset(): ...  # discard what was read so far
+                case LiveEnd(): ...
+        ```
+        """
+        follower = Follower(
+            self.connection, stream_id, last_event_id, retry=retry, idle_timeout=idle_timeout
+        )
+        return follower.items()
 
     async def events_after(
         self, generation: str, after: int, *, limit: int | None = None

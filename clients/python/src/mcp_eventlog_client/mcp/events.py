@@ -1,23 +1,24 @@
 """How MCP messages are stored as the service's events, and read back.
 
-- A message whose JSON fits in one event (`max_event_bytes` of UTF-8, the service's
-  `EVENTLOG_MAX_EVENT_BYTES`, 1 MiB by default) is one event of SSE type `message`.
-- A larger message is split into parts of at most `max_event_bytes` each, stored in order
-  as events of type `message-part <i>/<n>`; the SSE id the client sees is the last part's.
-  A replay joins the parts and sends the message once, with that id.
+The convention both MCP stores (this one and the TypeScript one) follow, written once in
+`docs/stream-names.md` and checked by both test suites against one table
+(`tests/fixtures/stream-convention.json`):
+
 - A priming event (the SDK's `message is None`) is an empty event of type `priming`,
   stored and never replayed.
-
-Parts are appended in batches of at most `max_batch_bytes` of JSON (the service's request
-body limit, `EVENTLOG_MAX_BODY_BYTES`, is 16 MiB by default); each batch is atomic and
-carries `first_seq`, so a retried batch is never stored twice.
+- A message whose JSON fits in one event (`max_event_bytes` of UTF-8, the service's
+  `EVENTLOG_MAX_EVENT_BYTES`, 1 MiB by default) is one event of type `message`.
+- A larger message is cut into `n` parts of at most `max_event_bytes` each, never inside
+  a character, stored in order as events of type `message-part <i>/<n>`; the SSE id the
+  client sees is the last part's. A replay joins the parts and sends the message once,
+  with that id.
+- Every message is one append: all its events are stored atomically, or none is, so a
+  reader never sees part of a message.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from mcp_eventlog_client import NewEvent
@@ -53,60 +54,66 @@ def split_utf8(data: str, limit: int) -> list[str]:
         end = min(start + limit, len(raw))
         while end < len(raw) and raw[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte
             end -= 1
+        if end == start:
+            raise ValueError(f"a limit of {limit} bytes is smaller than one character")
         pieces.append(raw[start:end].decode())
         start = end
     return pieces
 
 
-def batches(events: list[NewEvent], max_batch_bytes: int) -> Iterator[list[NewEvent]]:
-    """Consecutive batches whose events' JSON adds up to at most `max_batch_bytes`.
-
-    Sizes are measured as `json.dumps` writes them (ASCII-escaped: the largest form any
-    HTTP client sends), so a batch stays under the service's body limit whatever it holds.
-    A batch holds at least one event.
-    """
-    batch: list[NewEvent] = []
-    size = 0
-    for event in events:
-        cost = len(json.dumps(event.data)) + 64
-        if batch and size + cost > max_batch_bytes:
-            yield batch
-            batch, size = [], 0
-        batch.append(event)
-        size += cost
-    if batch:
-        yield batch
+def part_of(event_type: str | None) -> tuple[int, int] | None:
+    """`(i, n)` of a `message-part <i>/<n>` event, None for any other type."""
+    part = _PART.fullmatch(event_type or "")
+    return None if part is None else (int(part.group(1)), int(part.group(2)))
 
 
-class MidMessage(ValueError):
-    """A replay began inside a split message: the id it resumes from was never handed out."""
+class Unjoinable(ValueError):
+    """Stored events that are not messages of this convention; `reason` says how."""
+
+    reason = "not_a_message"
+
+
+class MidMessage(Unjoinable):
+    """A replay began inside a split message (or its parts are out of order): the id it
+    resumes from was never handed out."""
+
+    reason = "mid_message"
+
+
+class NotAMessage(Unjoinable):
+    """A stored event's data is not a JSON-RPC message."""
+
+    reason = "not_a_message"
 
 
 @dataclass(slots=True)
 class Reassembly:
-    """Joins stored events back into messages, in order, skipping priming events.
+    """Joins stored events back into messages' JSON, in order, skipping priming events.
 
-    `feed` returns a message's JSON when an event completes one. Parts left over when the
-    replay ends belong to a message still being stored: its `store_event` has not returned,
-    so no client has it yet, and it is not sent (the SDK forwards it live once stored).
+    `feed` returns a message's JSON when an event completes one, and raises `MidMessage`
+    for a part out of its place. Parts left over when a page ends belong to a message
+    whose last parts are on the next page (a message is one atomic append).
     """
 
     parts: list[str] = field(default_factory=list)
+    count: int = 0
     delivered: int = 0
 
     def feed(self, event_type: str | None, data: str) -> str | None:
         """The whole message completed by this event, if any."""
-        if event_type == PRIMING_EVENT:
-            return None
-        part = _PART.fullmatch(event_type or "")
+        part = part_of(event_type)
         if part is None:
-            self.parts.clear()
+            if self.parts:
+                raise MidMessage(f"a {event_type!r} event inside a split message")
+            if event_type == PRIMING_EVENT:
+                return None
             self.delivered += 1
             return data
-        index, count = int(part.group(1)), int(part.group(2))
-        if index != len(self.parts) + 1:
+        index, count = part
+        if index != len(self.parts) + 1 or (self.parts and count != self.count) or index > count:
             raise MidMessage(f"part {index}/{count} without the parts before it")
         self.parts.append(data)
+        self.count = count
         if index < count:
             return None
         message = "".join(self.parts)

@@ -5,7 +5,8 @@ of one MCP session in this process (see `mcp_eventlog_client.mcp.scope`), the SD
 is the request id (or `_GET_stream`) the SDK names the stream by. Escaping keeps the id
 within the contract's alphabet and is reversible, so a resume answer's `stream_id` tells
 which session and which SDK stream a token belongs to. The scheme is documented, for both
-the Python and the TypeScript store, in `docs/stream-names.md`.
+the Python and the TypeScript store, in `docs/stream-names.md`; both test suites read its
+cases from `tests/fixtures/stream-convention.json`.
 """
 
 from __future__ import annotations

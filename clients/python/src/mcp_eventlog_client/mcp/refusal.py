@@ -15,6 +15,7 @@ resumption stream with the id of the request it resumes. A decimal id is sent as
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Final
 
 from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, StreamId
@@ -23,7 +24,24 @@ from mcp_types import ErrorData, JSONRPCError
 RESUME_REFUSED: Final = -32010
 """JSON-RPC error code (implementation-defined range) of a refused resume."""
 
+UNSTORED_PREFIX: Final = "unstored:"
+"""The id of a message sent live without being stored starts with this (never resumed)."""
+
+# The store's own reasons (beside the service's verdict reasons), shared with the
+# TypeScript store: `docs/stream-names.md`, "Refusals".
+NOT_STORED: Final = "not_stored"
+CROSS_SESSION: Final = "cross_session"
+MID_MESSAGE: Final = "mid_message"
+NOT_A_MESSAGE: Final = "not_a_message"
+UNAVAILABLE: Final = "unavailable"
+TIMEOUT: Final = "timeout"
+
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,17})")
+
+
+def new_placeholder() -> str:
+    """A fresh id for a message that goes out unstored: `unstored:` and 128 random bits."""
+    return UNSTORED_PREFIX + secrets.token_urlsafe(16)
 
 
 def request_id_of(sdk_stream: StreamId | None) -> int | str | None:

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import socket
 from collections import Counter, OrderedDict
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import anyio
@@ -24,27 +22,24 @@ from mcp.server.streamable_http import (
     GET_STREAM_KEY,
     EventCallback,
     EventId,
-    EventMessage,
     EventStore,
     StreamId,
 )
-from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
-from mcp_types import jsonrpc_message_adapter as message_adapter
+from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp
 
-from mcp_eventlog_client import EventLogClient, EventLogError, NewEvent, ResumeAnswer, Verdict
+from mcp_eventlog_client import EventLogClient, EventLogError, NewEvent
 from mcp_eventlog_client.errors import Superseded, TerminalGeneration
-from mcp_eventlog_client.mcp.events import MidMessage, Reassembly, batches, events_of
+from mcp_eventlog_client.mcp.events import events_of
 from mcp_eventlog_client.mcp.names import StreamNames
-from mcp_eventlog_client.mcp.refusal import refuse
+from mcp_eventlog_client.mcp.refusal import new_placeholder
+from mcp_eventlog_client.mcp.replay import Owner, Replay, ends_request, take_replayed
 from mcp_eventlog_client.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
 from mcp_eventlog_client.writer import GenerationReason
 
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
-_NOT_THIS_SESSION = "the event id does not belong to this session"
-_NOT_STORED = "an event of this stream could not be stored; its stored events have a gap"
 
 
 @dataclass(slots=True)
@@ -56,37 +51,18 @@ class _Stream:
     next_seq: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class _Owner:
-    """The session and SDK stream of a generation; `broken` once a store into it failed."""
-
-    scope: str
-    sdk_stream: StreamId
-    broken: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Replayed:
-    """A replay that just resumed `sdk_stream` of `scope`; the client is now at `last_id`."""
-
-    scope: str
-    sdk_stream: StreamId
-    last_id: str
-
-
-# Set by a resume, read by the priming event the SDK stores right after it, in the same task
-# (`streamable_http.py`, `replay_sender`): that event needs no write, see `store_event`.
-_replayed: ContextVar[_Replayed | None] = ContextVar("mcp_eventlog_replayed", default=None)
-
-
 class EventLogEventStore(EventStore):
     """Stores an MCP server's SSE events in the event-log service, and resumes only safely.
 
+    What is stored, and how a refused resume is told, is the convention both MCP stores
+    share (`docs/stream-names.md`):
+
     - Each SDK stream of each session gets a generation when this process first writes
-      to it; every event is appended with `first_seq` from a local counter (so a retried
-      append can never be stored twice) and its id is the service's `<token>:<seq>`.
-      A message larger than `max_event_bytes` is stored as several events and joined
-      again on replay (see `mcp_eventlog_client.mcp.events`).
+      to it; every message is one atomic append with `first_seq` from a local counter (so
+      a retried append can never be stored twice) and its id is the service's
+      `<token>:<seq>`. A message larger than `max_event_bytes` is stored as several
+      `message-part <i>/<n>` events of that one append and joined again on replay (see
+      `mcp_eventlog_client.mcp.events`).
     - Priming events (`message is None`) are stored (as SSE type `priming`) and never
       replayed as messages. The priming event the SDK sends after a replay is not stored:
       its id is the last one the replay sent, so the stream's generation stays as it was
@@ -94,25 +70,22 @@ class EventLogEventStore(EventStore):
     - A request stream ends with its response: the next write to the same SDK stream id
       (a client reusing a request id) opens a new generation, so the old execution's ids
       can never be resumed into the new one.
-    - A store that fails (the service unreachable, a refusal such as 413) never raises:
-      the SDK still sends the message live, the failure is logged and counted in
-      `failures`, the generation is marked broken, and the stream's next message opens a
-      new generation. Every later resume into the broken generation is refused (`reset`,
-      reason `store_failed`), never answered with a gap. After a failure that says the
+    - A store that fails (the service unreachable, a refusal such as 413, a message over
+      `max_message_bytes`) never raises: the SDK still sends the message live with an id
+      `unstored:<random>`, the failure is logged and counted in `failures`, the generation
+      is marked broken, and the stream's next message opens a new generation. Every later
+      resume from the placeholder or into the broken generation is refused (`reset`,
+      reason `not_stored`), never answered with a gap. After a failure that says the
       service is down (unreachable, 5xx), stores fail fast for `outage_seconds`.
-    - `replay_events_after` asks the service for a verdict. `resume`: the missed messages
-      are sent, in order, across pages. `reset` or `invalid`, or an id of another session:
-      no stored event is sent, the reason is logged, None is returned, and (except on the
-      standalone GET stream) the client's request is failed with a JSON-RPC error
-      `RESUME_REFUSED` carrying the verdict and reason, and the request's id (see
-      `mcp_eventlog_client.mcp.refusal`).
+    - `replay_events_after` asks the service for a verdict (see
+      `mcp_eventlog_client.mcp.replay`): `resume` sends the missed messages, in order,
+      across pages, and follows the live tail of a generation another process is still
+      writing until its response arrives; anything else fails the client's request with a
+      JSON-RPC error `RESUME_REFUSED` carrying the verdict, the reason and the request's id.
 
     Sessions are kept apart by `asgi_app` (see `mcp_eventlog_client.mcp.scope`): every
-    service stream is named after its session's scope key. A token this process opened is
-    resumed on its own stream's route, or refused without asking the service when it is
-    another session's; any other token is decided by `/v1/resume` and refused unless the
-    stream the service names is this session's. Either way nothing of another session is
-    sent.
+    service stream is named after its session's scope key, and nothing of another session
+    is ever sent.
 
     Pass `client` to share an `EventLogClient`; otherwise one is built from `base_url` and
     `key` (or `EVENTLOG_URL`, `EVENTLOG_KEY`) and reused for every call.
@@ -131,9 +104,10 @@ class EventLogEventStore(EventStore):
         max_streams: int = 100_000,
         max_sessions: int = 10_000,
         max_event_bytes: int = MiB,
-        max_batch_bytes: int = 8 * MiB,
-        max_message_bytes: int = 64 * MiB,
+        max_message_bytes: int = 16 * MiB,
         outage_seconds: float = 1.0,
+        replay_timeout: float = 10.0,
+        follow_seconds: float = 300.0,
     ) -> None:
         self._owns_client = client is None
         self.client = client if client is not None else EventLogClient(base_url, key)
@@ -142,9 +116,13 @@ class EventLogEventStore(EventStore):
         self.ttl_seconds = ttl_seconds
         self.page_limit = page_limit
         self.max_event_bytes = max_event_bytes
-        self.max_batch_bytes = max_batch_bytes
         self.max_message_bytes = max_message_bytes
         self.outage_seconds = outage_seconds
+        self.replay_timeout = replay_timeout
+        """Seconds a replay waits for the service's verdict and stored pages."""
+        self.follow_seconds = follow_seconds
+        """Seconds a replay follows a generation another process is writing; then the
+        connection ends and the client reconnects from its last id."""
         self.failures: Counter[str] = Counter()
         """Failed stores by cause: the service's problem code, `unreachable`, `outage`
         (skipped while the service is down), or `message_too_large`."""
@@ -154,12 +132,12 @@ class EventLogEventStore(EventStore):
         # otherwise stay forever. A forgotten stream's next write opens a new generation.
         self._streams: OrderedDict[tuple[str, StreamId], _Stream] = OrderedDict()
         self._max_streams = max_streams
-        # Which session and SDK stream each generation this process opened belongs to, so
-        # a replay is decided on its own stream's route (and another session's token, or
-        # a broken generation's, is refused without asking the service). Bounded like the
-        # streams; a forgotten token falls back to `/v1/resume` and a check of the stream
-        # the service names (a broken one is superseded there by the stream's next write).
-        self._owners: OrderedDict[str, _Owner] = OrderedDict()
+        # Which session and SDK stream each generation this process opened (and each
+        # placeholder it handed out) belongs to, so a replay is decided on its own
+        # stream's route, and another session's token, or a broken generation's, is
+        # refused without asking the service. Bounded like the streams; a forgotten token
+        # falls back to `/v1/resume` and a check of the stream the service names.
+        self._owners: OrderedDict[str, Owner] = OrderedDict()
         self._outage_until = 0.0
 
     @property
@@ -184,11 +162,9 @@ class EventLogEventStore(EventStore):
                 "EventLogEventStore does not know the MCP session: serve the app returned by "
                 "store.asgi_app(server.streamable_http_app(event_store=store))"
             )
-        replayed = _replayed.get()
-        if message is None and replayed is not None and replayed.scope == scope:
-            _replayed.set(None)
-            if replayed.sdk_stream == stream_id:
-                return replayed.last_id
+        replayed = take_replayed(scope, stream_id) if message is None else None
+        if replayed is not None:
+            return replayed
         key = (scope, stream_id)
         stream = self._stream(key)
         # One append at a time per stream: the local seq counter must follow append order.
@@ -234,7 +210,7 @@ class EventLogEventStore(EventStore):
         if stream.generation is None:
             await self._open(scope, stream_id, stream)
         try:
-            return await self._append_batches(stream, events)
+            return await self._append_message(stream, events)
         except (Superseded, TerminalGeneration) as fenced:
             # Someone (an operator, another writer) ended this generation: continue in a new
             # one, so the old ids reset rather than resume into different events.
@@ -244,16 +220,14 @@ class EventLogEventStore(EventStore):
                 fenced.code,
             )
             await self._open(scope, stream_id, stream, reason="reset")
-            return await self._append_batches(stream, events)
+            return await self._append_message(stream, events)
 
-    async def _append_batches(self, stream: _Stream, events: list[NewEvent]) -> str:
+    async def _append_message(self, stream: _Stream, events: list[NewEvent]) -> str:
+        """One message, one atomic append (all its parts, or none)."""
         assert stream.generation is not None
-        event_id = ""
-        for batch in batches(events, self.max_batch_bytes):
-            result = await self.client.append(stream.generation, batch, first_seq=stream.next_seq)
-            stream.next_seq += len(batch)
-            event_id = result.event_ids[-1]
-        return event_id
+        result = await self.client.append(stream.generation, events, first_seq=stream.next_seq)
+        stream.next_seq += len(events)
+        return result.event_ids[-1]
 
     async def _open(
         self,
@@ -270,9 +244,9 @@ class EventLogEventStore(EventStore):
             ttl_seconds=self.ttl_seconds,
         )
         stream.generation, stream.next_seq = generation.token, 1
-        self._own(generation.token, _Owner(scope, stream_id))
+        self._own(generation.token, Owner(scope, stream_id))
 
-    def _own(self, token: str, owner: _Owner) -> None:
+    def _own(self, token: str, owner: Owner) -> None:
         self._owners[token] = owner
         self._owners.move_to_end(token)
         while len(self._owners) > self._max_streams:
@@ -281,162 +255,46 @@ class EventLogEventStore(EventStore):
     def _failed(
         self, scope: str, stream_id: StreamId, stream: _Stream, cause: str, detail: str
     ) -> str:
-        """Count and log a failed store; give the message an id that is never resumed."""
+        """Count and log a failed store; give the message a placeholder id, never resumed."""
         self.failures[cause] += 1
         # The generation now lacks this message (or cannot be known to hold it): it is
         # never written again nor resumed, and the stream's next message opens a new one,
         # which supersedes it in the service too.
-        token = stream.generation or secrets.token_urlsafe(16)
-        event_id = f"{token}:{stream.next_seq}"
-        self._own(token, _Owner(scope, stream_id, broken=True))
-        stream.generation, stream.next_seq = None, 1
+        broken = Owner(scope, stream_id, broken=True)
+        if stream.generation is not None:
+            self._own(stream.generation, broken)
+        placeholder = new_placeholder()
+        self._own(placeholder, broken)
         log.error(
-            "could not store an event of MCP stream %r (%s: %s); it is sent live, and a "
-            "resume of %s is refused",
+            "could not store an event of MCP stream %r (%s: %s); it is sent live as %s, and "
+            "a resume of generation %s is refused",
             stream_id,
             cause,
             detail,
-            token,
+            placeholder,
+            stream.generation,
         )
-        return event_id
+        stream.generation, stream.next_seq = None, 1
+        return placeholder
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
     ) -> StreamId | None:
         """Send the messages missed after `last_event_id` if, and only if, it may resume."""
-        scope = current_scope()
-        if scope is None:
-            log.error("replay outside SessionScopeMiddleware: refusing %r", last_event_id)
-            return None
-        known = self._owners.get(last_event_id.rpartition(":")[0])
-        if known is not None and known.scope != scope:
-            log.warning("not resuming %r: it belongs to another session", last_event_id)
-            await refuse(
-                send_callback, known.sdk_stream, Verdict.INVALID, "cross_session", _NOT_THIS_SESSION
-            )
-            return None
-        if known is not None and known.broken:
-            log.warning("not resuming %r: a store into its generation failed", last_event_id)
-            await refuse(
-                send_callback, known.sdk_stream, Verdict.RESET, "store_failed", _NOT_STORED
-            )
-            return None
-        service_stream = None if known is None else self.names.name(scope, known.sdk_stream)
-        try:
-            answer = await self.client.resume(
-                last_event_id, stream_id=service_stream, limit=self.page_limit
-            )
-        except EventLogError as error:
-            log.warning("not resuming %r: the service failed (%s)", last_event_id, error)
-            sdk_stream = None if known is None else known.sdk_stream
-            await refuse(send_callback, sdk_stream, "unavailable", error.code, error.detail)
-            return None
-        owner = None if answer.stream_id is None else self.names.parse(answer.stream_id)
-        if owner is None or owner[0] != scope:
-            await self._refuse_foreign(answer, owner, send_callback)
-            return None
-        return await self._resume(answer, owner[1], send_callback, scope)
+        return await Replay(self, last_event_id, send_callback).run()
 
-    async def _resume(
-        self, answer: ResumeAnswer, sdk_stream: StreamId, send_callback: EventCallback, scope: str
-    ) -> StreamId | None:
-        if answer.verdict is not Verdict.RESUME:
-            log.info(
-                "not resuming %r: %s/%s (%s)",
-                answer.last_event_id,
-                answer.verdict,
-                answer.reason,
-                answer.detail,
-            )
-            if sdk_stream != GET_STREAM_KEY:
-                await refuse(
-                    send_callback, sdk_stream, answer.verdict, answer.reason, answer.detail
-                )
-            return None
-        try:
-            last_id = await self._send_missed(answer, send_callback)
-        except MidMessage as inside:
-            log.warning("not resuming %r: %s", answer.last_event_id, inside)
-            await refuse(send_callback, sdk_stream, Verdict.INVALID, "mid_message", str(inside))
-            return None
-        if last_id is None:
-            return None
-        _replayed.set(_Replayed(scope, sdk_stream, last_id))
-        return sdk_stream
+    def owner_of(self, token: str) -> Owner | None:
+        """The session and SDK stream of a generation this process opened (or a placeholder
+        it handed out), if it still remembers."""
+        return self._owners.get(token)
 
-    async def _refuse_foreign(
-        self, answer: ResumeAnswer, owner: tuple[str, str] | None, send_callback: EventCallback
-    ) -> None:
-        """Refuse an id whose stream is not one of this session's."""
-        if answer.stream_id is None:
-            # The service itself found no stream (malformed id, unknown token): `invalid`.
-            # No stream, so no request id: the error's id is null.
-            log.info(
-                "not resuming %r: %s/%s (%s)",
-                answer.last_event_id,
-                answer.verdict,
-                answer.reason,
-                answer.detail,
-            )
-            await refuse(send_callback, None, answer.verdict, answer.reason, answer.detail)
-            return
-        # A real token of another session (or of a stream not written by this store):
-        # whatever the service's verdict, this session may not see it.
-        log.warning("not resuming %r: it belongs to another session", answer.last_event_id)
-        sdk_stream = None if owner is None else owner[1]
-        await refuse(send_callback, sdk_stream, Verdict.INVALID, "cross_session", _NOT_THIS_SESSION)
-
-    async def _send_missed(self, answer: ResumeAnswer, send_callback: EventCallback) -> str | None:
-        """Send the resumed messages; the id the client is then at, None if paging failed.
-
-        Raises `MidMessage` before anything is sent if the replay starts inside a message.
-        """
-        assert answer.generation is not None
-        joined = Reassembly()
-        last_id = answer.last_event_id
-        try:
-            for event in answer.events:
-                last_id = await _send_joined(
-                    joined, event.event, event.data, event.id, send_callback, last_id
-                )
-            if answer.next_after is not None:
-                async for event in self.client.events_after(
-                    answer.generation, answer.next_after, limit=self.page_limit
-                ):
-                    last_id = await _send_joined(
-                        joined, event.event, event.data, event.id, send_callback, last_id
-                    )
-        except MidMessage:
-            if joined.delivered:
-                log.warning("resume of %s stopped mid-way: a split message", answer.last_event_id)
-                return None
-            raise
-        except EventLogError as error:
-            # What was sent is a true prefix; the client reconnects from its last id and
-            # gets a verdict on that (e.g. reset/evicted) instead of a stream with a hole.
-            log.warning("resume of %s stopped mid-way: %s", answer.last_event_id, error)
-            return None
-        return last_id
-
-
-async def _send_joined(
-    joined: Reassembly,
-    event_type: str | None,
-    data: str,
-    event_id: str,
-    send_callback: EventCallback,
-    last_id: str,
-) -> str:
-    """Feed one stored event; send the message it completes. The client's id afterwards."""
-    whole = joined.feed(event_type, data)
-    if whole is None:
-        return last_id
-    message = message_adapter.validate_json(whole, by_name=False)
-    await send_callback(EventMessage(message, event_id))
-    return event_id
+    def writes(self, scope: str, sdk_stream: StreamId, generation: str) -> bool:
+        """Whether this process is writing `generation` as the session's SDK stream now."""
+        stream = self._streams.get((scope, sdk_stream))
+        return stream is not None and stream.generation == generation
 
 
 def _ends_request(stream_id: StreamId, message: JSONRPCMessage | None) -> bool:
     # A response (or error) is the last message of a request's stream; the standalone GET
     # stream has no end.
-    return stream_id != GET_STREAM_KEY and isinstance(message, JSONRPCResponse | JSONRPCError)
+    return stream_id != GET_STREAM_KEY and ends_request(message)
