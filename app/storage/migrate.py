@@ -15,15 +15,15 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import column, inspect, select, table, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 log = logging.getLogger(__name__)
 
+_VERSION_TABLE = "alembic_version"
 _REPO = Path(__file__).resolve().parents[2]
 MIGRATION_LOCK_KEY = 0x6576_6C6F_676D_6967  # "evlogmig"
 
@@ -86,5 +86,14 @@ def head_revision() -> str | None:
 
 
 def current_revision(connection: Connection) -> str | None:
-    """The revision the database is at (None before the first migration)."""
-    return MigrationContext.configure(connection).get_current_revision()
+    """The revision the database is at (None before the first migration).
+
+    Read from alembic's version table directly: `MigrationContext` would log two INFO lines
+    per call, and `/readyz` calls this at every health check.
+    """
+    if not inspect(connection).has_table(_VERSION_TABLE):
+        return None
+    version: str | None = connection.execute(
+        select(column("version_num")).select_from(table(_VERSION_TABLE))
+    ).scalar_one_or_none()
+    return version
