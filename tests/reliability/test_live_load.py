@@ -43,12 +43,14 @@ EVENTS = 100  # appended while the readers follow, one per append
 EVENT_BYTES = 2_048
 # The bound on the server's growth per reader. A reader costs the service its socket and
 # uvicorn's protocol object, three tasks (the request, its writer and its disconnect
-# listener), the generator of its frames with its watch, and the page it is being sent;
-# about 100 KiB each was measured (PostgreSQL and SQLite alike, with the allocator's
-# arenas). 192 KiB leaves room for the allocator on a busy machine, and is less than one
-# reader's share of what was appended (EVENTS x EVENT_BYTES = 200 KiB): a service that
-# kept what it delivered, or queued events per reader, would cross it.
-PER_READER_BOUND = 192 * 1024
+# listener), the generator of its frames with its watch: about 40 KiB was measured, on
+# PostgreSQL and SQLite alike. Pages are not per reader: readers at the same position
+# share one read, so a wake-up holds one page for all of them. 128 KiB leaves three times
+# the measure for the allocator on a busy machine, and is less than one reader's share of
+# what was appended (EVENTS x EVENT_BYTES = 200 KiB): a service that kept what it
+# delivered, queued events per reader, or held a page per reader (+200 KiB each when
+# every reader read for itself) crosses it.
+PER_READER_BOUND = 128 * 1024
 GAUGE = "eventlog_live_readers"
 
 
