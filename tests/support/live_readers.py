@@ -263,6 +263,7 @@ class LiveReader:
                 writer.write(live_request(self._netloc, self.stream_id, self.last_id))
             status, headers = await _head(stream)
             self.statuses.append(status)
+            self._progress.set()
             if status != 200:
                 body = await stream.readexactly(int(headers.get("content-length", "0")))
                 raise Refused(status, body)
