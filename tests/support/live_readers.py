@@ -20,11 +20,16 @@ import json
 import re
 import socket
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
+import uvicorn
+from starlette.types import ASGIApp
+
+from tests.support.processes import free_port
 
 WAIT = 30.0  # seconds: generous, the machine is shared
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -179,6 +184,7 @@ class LiveReader:
     last_id: str | None = None  # what the next connection claims (an EventSource's lastEventId)
     reconnect: bool = False
     on_event: Callable[[SseEvent], None] | None = None
+    on_connect: Callable[[str | None], None] | None = None  # told each claim it sends
     events: list[SseEvent] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     refusals: list[Refused] = field(default_factory=list)
@@ -260,6 +266,8 @@ class LiveReader:
     ) -> None:
         try:
             if not sent:
+                if self.on_connect is not None:
+                    self.on_connect(self.last_id)
                 writer.write(live_request(self._netloc, self.stream_id, self.last_id))
             status, headers = await _head(stream)
             self.statuses.append(status)
@@ -332,3 +340,32 @@ async def metric_reaches(base_url: str, name: str, value: float, within: float =
     async with asyncio.timeout(within):
         while await metric(base_url, name) != value:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def serving(app: ASGIApp) -> AsyncIterator[str]:
+    """Serve an app (its lifespan already started) on a free loopback port in this event
+    loop, for readers that need a real socket (httpx's ASGI transport buffers a response
+    whole, so it cannot follow a live read); yields the base URL. Close live readers first:
+    the server waits for open connections when it stops (at most 5 s)."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=free_port(),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(WAIT):
+            while not server.started:
+                if task.done():
+                    task.result()  # raises what stopped it
+                await asyncio.sleep(0.01)  # uvicorn offers no event to await
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        await task
