@@ -50,7 +50,7 @@ class Sizes:
 
 SIZES = {
     "full": Sizes(
-        latency_seconds=10.0, rate=200, readers=1_000, window_seconds=3.0, rounds=3, writers=8
+        latency_seconds=6.0, rate=200, readers=1_000, window_seconds=3.0, rounds=3, writers=8
     ),
     "quick": Sizes(
         latency_seconds=1.5, rate=200, readers=100, window_seconds=1.0, rounds=1, writers=8

@@ -125,7 +125,7 @@ class ParsingReader(asyncio.Protocol):
     _chunk_left: int = -1  # bytes left of the current chunk (-1: a size line is next)
     progress: asyncio.Event = field(default_factory=asyncio.Event)
 
-    _NUMBER = re.compile(rb'"n":(\d+)')
+    _NUMBER = re.compile(rb'"n":(-?\d+)')
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter()

@@ -39,8 +39,8 @@ from tests.support.server_process import ServerProcess
 pytestmark = pytest.mark.process
 
 READERS = 1_000
-EVENTS = 100  # appended while the readers follow, one per append
-EVENT_BYTES = 2_048
+EVENTS = 50  # appended while the readers follow, one per append
+EVENT_BYTES = 4_096
 # The bound on the server's growth per reader. A reader costs the service its socket and
 # uvicorn's protocol object, three tasks (the request, its writer and its disconnect
 # listener), the generator of its frames with its watch: about 40 KiB was measured, on
