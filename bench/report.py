@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import live
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -164,6 +166,7 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
         "goal": "< 1x",
         "met": sq["resume"][large]["p50_ms"] < sdk["p50_ms"],
     }
+    out.update(live.targets(results.get("live")))
     return out
 
 
@@ -299,6 +302,7 @@ def table(results: dict[str, Any]) -> str:
         f"| {r.what} | {r.result} | {r.compared_with} | {r.ratio} | {r.target} | {r.met} |"
         for r in rows(results)
     ]
+    lines += ["", live.table(results.get("live"))]
     machine = results["machine"]
     lines.append("")
     lines.append(

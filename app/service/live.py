@@ -22,12 +22,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Hashable,
+    Iterator,
+    Sequence,
+)
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from app.domain.decision import Reason, Verdict
 from app.service.eventlog import EventLogService
@@ -39,6 +50,8 @@ from app.storage.records import EventPage, GenerationRecord
 from app.storage.wakeups import WakeupSource
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +134,49 @@ class _Slot:
             self._hub = None
 
 
+class _SharedReads:
+    """Identical reads of a stream that are in flight at once are one database read.
+
+    The readers of a generation woken by one append all ask the same question (the page
+    after the same seq): one read answers them all, so the database and its pool see one
+    read per wake-up rather than one per reader. A read is joined only while it can see
+    everything its joiners were woken for: a wake-up of its stream retires it (whoever
+    asks after that starts a new one), and a read starts its snapshot after it began.
+    """
+
+    def __init__(self) -> None:
+        self._inflight: defaultdict[int, dict[Hashable, asyncio.Future[Any]]] = defaultdict(dict)
+
+    async def read(self, stream_pk: int, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
+        """`read()`'s answer, shared with every identical read of the stream in flight."""
+        reads = self._inflight[stream_pk]
+        future = reads.get(key)
+        if future is None:
+            future = asyncio.ensure_future(read())
+            reads[key] = future
+            future.add_done_callback(functools.partial(self._done, stream_pk, key))
+        # Shielded: a reader that goes away must not cancel the read of the others.
+        answer: T = await asyncio.shield(future)
+        return answer
+
+    def _done(self, stream_pk: int, key: Hashable, future: asyncio.Future[Any]) -> None:
+        reads = self._inflight.get(stream_pk)
+        if reads is not None and reads.get(key) is future:
+            del reads[key]
+            if not reads:
+                del self._inflight[stream_pk]
+        if not future.cancelled():
+            future.exception()  # every waiter got it; retrieved so it is not logged again
+
+    def retire(self, stream_pks: Collection[int] | None) -> None:
+        """The streams changed: reads in flight may predate it, so none is joined again."""
+        if stream_pks is None:
+            self._inflight.clear()
+        else:
+            for pk in stream_pks:
+                self._inflight.pop(pk, None)
+
+
 class Hub:
     """This process's live readers and the sources that wake them (one per process)."""
 
@@ -128,6 +184,7 @@ class Hub:
         self._sources = tuple(sources)
         self._observer = observer
         self._watches: defaultdict[int, set[_Watch]] = defaultdict(set)
+        self.shared = _SharedReads()
         self.readers = 0
 
     def take_slot(self, limit: int) -> _Slot:
@@ -159,6 +216,7 @@ class Hub:
         """Ring the readers of these streams (None: of every stream)."""
         if sent_at is not None:
             self._observer.live_notified(max(0.0, time.time() - sent_at))
+        self.shared.retire(stream_pks)  # before ringing: a woken reader reads anew
         pks = list(self._watches) if stream_pks is None else stream_pks
         for pk in pks:
             for watch in self._watches.get(pk, ()):
@@ -291,12 +349,7 @@ class LiveReads:
                 if cursor is not None:
                     continue
             else:
-                step = await self._reads.step(
-                    cursor.generation.token,
-                    tenant=follow.tenant,
-                    after=cursor.after,
-                    limit=self._page_limit,
-                )
+                step = await self._step(follow, cursor)
                 frames, cursor, epoch, done = self._judge(step, cursor, epoch)
                 if frames:
                     yield frames
@@ -308,6 +361,14 @@ class LiveReads:
             heartbeat = self._settings.live_heartbeat_seconds
             if not await watch.wait(min(heartbeat, remaining)) and remaining > heartbeat:
                 yield (Heartbeat(),)
+
+    def _step(self, follow: Follow, cursor: _Cursor) -> Awaitable[Step]:
+        token, after, limit = cursor.generation.token, cursor.after, self._page_limit
+        return self._hub.shared.read(
+            follow.stream_pk,
+            ("step", follow.tenant, token, after, limit),
+            lambda: self._reads.step(token, tenant=follow.tenant, after=after, limit=limit),
+        )
 
     def _judge(
         self, step: Step, cursor: _Cursor, epoch: int
@@ -343,7 +404,9 @@ class LiveReads:
 
     async def _next_generation(self, stream_pk: int, epoch: int) -> tuple[_Cursor | None, int]:
         """The stream's current generation if it is newer than `epoch` and whole."""
-        current = await self._reads.current(stream_pk)
+        current = await self._hub.shared.read(
+            stream_pk, "current", lambda: self._reads.current(stream_pk)
+        )
         if current is None or current.epoch <= epoch:
             return None, epoch
         if not current.fully_retained:  # it cannot be started from seq 1: wait for the next
