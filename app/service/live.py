@@ -246,6 +246,18 @@ class _Cursor:
 
 
 @dataclass(frozen=True, slots=True)
+class _Turn:
+    """One read's outcome for a reader: frames to send, where it now is, and what next
+    (`done`: the stream ended; `again`: read again at once; neither: wait for a change)."""
+
+    frames: list[Frame]
+    cursor: _Cursor | None
+    epoch: int
+    done: bool = False
+    again: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Follow:
     """A decided live read holding a reader slot; `LiveReads.frames` serves it, and
     `close()` frees the slot (whether or not the frames were ever read)."""
@@ -349,13 +361,13 @@ class LiveReads:
                 if cursor is not None:
                     continue
             else:
-                step = await self._step(follow, cursor)
-                frames, cursor, epoch, done = self._judge(step, cursor, epoch)
-                if frames:
-                    yield frames
-                if done:
+                turn = self._judge(await self._step(follow, cursor), cursor, epoch)
+                cursor, epoch = turn.cursor, turn.epoch
+                if turn.frames:
+                    yield turn.frames
+                if turn.done:
                     return
-                if frames:
+                if turn.again:
                     continue
             remaining = deadline - time.monotonic()
             heartbeat = self._settings.live_heartbeat_seconds
@@ -370,37 +382,44 @@ class LiveReads:
             lambda: self._reads.step(token, tenant=follow.tenant, after=after, limit=limit),
         )
 
-    def _judge(
-        self, step: Step, cursor: _Cursor, epoch: int
-    ) -> tuple[list[Frame], _Cursor | None, int, bool]:
-        """(frames, new cursor, newest epoch seen, done) for one read of a followed generation."""
+    def _judge(self, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
+        """What one read of a followed generation gives the reader (rules in the module doc).
+
+        Delivering a page that reaches the tail of the snapshot settles the rest in the same
+        turn (`end`, or a reset when superseded, or wait): reading again at once would only
+        find what the read just saw, and a later change rings the watch armed before it.
+        """
         gen = step.generation
         if gen is None or gen.expired:
             return self._reset(Reason.EXPIRED, step, cursor, epoch)
         if cursor.after < gen.head_seq - 1:
             return self._reset(Reason.EVICTED, step, cursor, epoch)
+        frames: list[Frame] = []
         if step.page is not None and step.page.events:
             if not step.page.contiguous:
                 return self._reset(Reason.EVICTION_HOLE, step, cursor, epoch)
             cursor.generation = gen
-            return list(self._deliver(cursor, step.page)), cursor, epoch, False
+            frames.extend(self._deliver(cursor, step.page))
+            if cursor.after < gen.tail_seq:  # the page was cut short: read on
+                return _Turn(frames, cursor, epoch, again=True)
         if gen.terminal and cursor.after >= gen.tail_seq:
             assert gen.terminal_seq is not None
-            return [EndFrame(gen.token, gen.terminal_seq)], cursor, epoch, True
+            frames.append(EndFrame(gen.token, gen.terminal_seq))
+            return _Turn(frames, cursor, epoch, done=True)
         if gen.superseded:
-            return self._reset(Reason.SUPERSEDED, step, cursor, epoch)
-        return [], cursor, epoch, False
+            reset = self._reset(Reason.SUPERSEDED, step, cursor, epoch)
+            return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
+        return _Turn(frames, cursor, epoch)
 
-    def _reset(
-        self, reason: Reason, step: Step, cursor: _Cursor, epoch: int
-    ) -> tuple[list[Frame], _Cursor | None, int, bool]:
+    def _reset(self, reason: Reason, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
         """Reset, then the stream's newer current generation from seq 1 if it is whole."""
         epoch = max(epoch, cursor.generation.epoch)
         current = step.current
         if current is not None and current.epoch > epoch and current.fully_retained:
-            return [ResetFrame(reason, current.token)], _Cursor(current, 0), current.epoch, False
+            fresh = _Cursor(current, 0)
+            return _Turn([ResetFrame(reason, current.token)], fresh, current.epoch, again=True)
         newest = epoch if current is None else max(epoch, current.epoch)
-        return [ResetFrame(reason, None)], None, newest, False
+        return _Turn([ResetFrame(reason, None)], None, newest)
 
     async def _next_generation(self, stream_pk: int, epoch: int) -> tuple[_Cursor | None, int]:
         """The stream's current generation if it is newer than `epoch` and whole."""
