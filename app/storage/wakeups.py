@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Collection, Iterable
-from typing import Protocol
+from collections.abc import Callable, Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 from sqlalchemy import func, select, text
@@ -29,6 +30,8 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from app.storage.schema import generations
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CHANNEL = "eventlog"
 _TOUCHED = "eventlog.touched"
@@ -193,27 +196,61 @@ class SqliteDataVersion:
         self._interval = interval
 
     async def run(self, hub: Wakeable) -> None:
-        # One connection for good: data_version compares commits seen by *this* connection.
-        conn = await asyncio.to_thread(self._engine.connect)
+        # One connection for good (data_version compares commits seen by *this* connection),
+        # used by one thread of its own, and never by two at once: a stop waits for the call
+        # in the thread to return before the connection is closed. Closing a stdlib SQLite
+        # connection while another thread runs a statement on it can crash the interpreter.
+        thread = ThreadPoolExecutor(1, thread_name_prefix="eventlog-sqlite-poll")
+        conn: Connection | None = None
         try:
-            version = await asyncio.to_thread(_data_version, conn)
+            conn = await _finished(thread, self._engine.connect)
+            version = await _finished(thread, _data_version, conn)
             known: dict[int, tuple[int, ...]] = {}
             hub.source_up(self.name, True)
             while True:
                 await asyncio.sleep(self._interval)
-                now = await asyncio.to_thread(_data_version, conn)
+                now = await _finished(thread, _data_version, conn)
                 if now == version:
                     continue
                 version = now
                 watched = list(hub.watched())
-                seen = await asyncio.to_thread(_signatures_of, conn, watched)
+                seen = await _finished(thread, _signatures_of, conn, watched)
                 moved = [pk for pk in watched if seen.get(pk) != known.get(pk)]
                 known = seen
                 if moved:
                     hub.wake(moved)
         finally:
-            await asyncio.to_thread(conn.close)
-            await asyncio.to_thread(self._engine.dispose)
+            await asyncio.shield(_close_in(thread, conn, self._engine))
+
+
+async def _finished(thread: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in `thread`; cancelled meanwhile, wait for it to return, then re-raise."""
+    running = asyncio.get_running_loop().run_in_executor(thread, fn, *args)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait([running])
+        if not running.cancelled() and running.exception() is None:
+            _closed_quietly(running.result())
+        raise
+
+
+def _closed_quietly(value: object) -> None:
+    # A connection opened by a call that was cancelled meanwhile: nobody else will close it.
+    if isinstance(value, Connection):
+        value.close()
+
+
+async def _close_in(thread: ThreadPoolExecutor, conn: Connection | None, engine: Engine) -> None:
+    def close() -> None:
+        if conn is not None:
+            conn.close()
+        engine.dispose()
+
+    try:
+        await asyncio.get_running_loop().run_in_executor(thread, close)
+    finally:
+        thread.shutdown(wait=False)
 
 
 def _data_version(conn: Connection) -> int:
