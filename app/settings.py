@@ -51,8 +51,8 @@ class Settings(BaseSettings):
     )
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "FULL"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
-    db_pool_size: int = Field(default=10, ge=1)
-    db_max_overflow: int = Field(default=10, ge=0)
+    db_pool_size: int = Field(default=20, ge=1)
+    db_max_overflow: int = Field(default=0, ge=0)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)

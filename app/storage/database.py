@@ -18,7 +18,7 @@ from app.settings import Settings
 from app.storage.dialect import Dialect, Engines, dialect_for
 from app.storage.errors import translated_errors
 from app.storage.migrate import current_revision
-from app.storage.transactions import T, Transactions, Work
+from app.storage.transactions import T, Transactions, Work, on_open_connection
 from app.storage.wakeups import LocalCommits, WakeupSource
 
 
@@ -54,8 +54,7 @@ class Database:
     async def read(self, work: Work[T]) -> T:
         """Run `work` in a read-only transaction that sees one committed snapshot."""
         with translated_errors():
-            async with self._engines.snapshot.begin() as conn:
-                return await conn.run_sync(work)
+            return await on_open_connection(self._engines.snapshot, lambda c: c.run_sync(work))
 
     async def write(self, work: Work[T], *, weight: int = 1) -> T:
         """Run `work` in a write transaction; returns once it is committed.

@@ -130,7 +130,10 @@ class PostgresDialect(Dialect):
             settings.database_url,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
-            pool_pre_ping=True,  # a restarted PostgreSQL leaves dead pooled connections behind
+            # No ping at checkout (three round trips per transaction): a connection that
+            # died while pooled fails its write before COMMIT, which is then run again on
+            # a fresh one (`transactions.on_open_connection`), and so does a read.
+            pool_pre_ping=False,
         )
         return Engines(
             base=base, snapshot=base.execution_options(isolation_level="REPEATABLE READ")

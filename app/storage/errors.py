@@ -40,6 +40,9 @@ class AppendRefusedError(Exception):
 
 
 _UNAVAILABLE = (
+    # A connection lost inside a transaction that was not rolled back yet: the database
+    # went away under it, as with the errors below.
+    sa_exc.PendingRollbackError,
     sa_exc.OperationalError,
     sa_exc.InterfaceError,
     sa_exc.TimeoutError,

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Select, case, func, insert, select, tuple_, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from app.domain.ids import StreamKey, new_token
 from app.storage.dialect import dialect_of
@@ -31,6 +31,42 @@ class NewGeneration:
     producer: str | None
     max_events: int
     ttl_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What never changes about a generation once opened: enough to append without a read."""
+
+    pk: int
+    stream_pk: int
+    stream_id: str
+    tenant: str
+    ttl_seconds: int
+
+    def record(self, row: RowMapping) -> GenerationRecord:
+        """The record from a `generations` row (RETURNING) and these facts of its stream."""
+        stream = {"stream_id": self.stream_id, "tenant": self.tenant}
+        return GenerationRecord.from_row({**row, **stream})
+
+
+# Per process, bounded; safe to share between replicas and threads because what it holds
+# is immutable in the database. A stale entry (a purged generation, a reused rowid) only
+# makes the append's guarded UPDATE match nothing: the full path then reads the row.
+_KNOWN: dict[str, Known] = {}
+_KNOWN_MAX = 50_000
+
+
+def remember(gen: GenerationRecord) -> None:
+    """Keep `gen`'s immutable facts for later appends to it."""
+    if len(_KNOWN) >= _KNOWN_MAX:
+        _KNOWN.clear()
+    _KNOWN[gen.token] = Known(gen.pk, gen.stream_pk, gen.stream_id, gen.tenant, gen.ttl_seconds)
+
+
+def remembered(token: str, tenant: str) -> Known | None:
+    """The facts kept for `token`, if this process has seen it within `tenant`."""
+    known = _KNOWN.get(token)
+    return known if known is not None and known.tenant == tenant else None
 
 
 def _select() -> Select[Any]:
@@ -215,7 +251,9 @@ def open_generation(
         update(streams).where(streams.c.id == row.id).values(last_epoch=epoch, updated_at=now)
     )
     touched(conn, row.id)
-    return get(conn, token)
+    opened = get(conn, token)
+    remember(opened)
+    return opened
 
 
 def _supersede(conn: Connection, stream_pk: int, epoch: int, now: datetime) -> str | None:

@@ -6,10 +6,10 @@ Their field names are the ones the API shows, so response models are built from 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-
-from sqlalchemy import RowMapping
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class GenerationRecord:
     expired_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> GenerationRecord:
+    def from_row(cls, row: Mapping[Any, Any]) -> GenerationRecord:
         """A `generations` row joined with its stream's `stream_id` and `tenant`."""
         return cls(**{f.name: row["id" if f.name == "pk" else f.name] for f in _GENERATION_FIELDS})
 

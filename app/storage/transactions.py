@@ -23,13 +23,14 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.storage.errors import AppendRefusedError, NotFound, StorageUnavailable, translated_errors
 from app.storage.wakeups import take_touched
@@ -65,6 +66,31 @@ class Transactions(Protocol):
     async def close(self) -> None: ...
 
 
+async def on_open_connection(
+    engine: AsyncEngine, body: Callable[[AsyncConnection], Awaitable[T]]
+) -> T:
+    """`body` in a transaction on `engine`, run once more if its connection had closed.
+
+    The pool does not ping a connection at checkout (three round trips per transaction).
+    A connection that died while pooled (the database restarted) fails its first statement
+    instead; nothing was written and COMMIT was never sent, so the transaction is run once
+    more on a fresh connection (the pool replaces every connection older than that
+    failure). A failure once COMMIT was sent is never retried: it may have committed.
+    """
+    for attempt in (1, 2):
+        committing = False
+        try:
+            async with engine.begin() as conn:
+                result = await body(conn)
+                committing = True
+            return result
+        except DBAPIError as error:
+            if attempt == 2 or committing or not error.connection_invalidated:
+                raise
+            log.info("a pooled connection had closed; its transaction runs again")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 class DirectTransactions:
     """Each write is its own transaction (PostgreSQL: row locks keep writers parallel)."""
 
@@ -81,16 +107,22 @@ class DirectTransactions:
     async def run(self, work: Work[T], *, weight: int = 1) -> T:
         """Run `work` in a transaction of its own (through the async driver)."""
         with translated_errors():
-            async with self._engine.begin() as conn:
-                result, changed = await conn.run_sync(self._unit, work)
+            result, changed = await on_open_connection(
+                self._engine, lambda conn: conn.run_sync(self._unit, work)
+            )
         self._committed(changed)
         return result
 
     def _unit(self, conn: Connection, work: Work[T]) -> tuple[T, set[int]]:
         try:
             result = work(conn)
-        finally:
-            changed = take_touched(conn)
+        except BaseException:
+            # Forget what it touched (the next transaction on this connection starts clean),
+            # unless the connection died: asking it would raise over the error that says so.
+            if not conn.invalidated:
+                take_touched(conn)
+            raise
+        changed = take_touched(conn)
         if changed:
             self._announce(conn, changed)
         return result, changed
