@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import asyncpg
@@ -35,8 +37,12 @@ T = TypeVar("T")
 
 CHANNEL = "eventlog"
 _TOUCHED = "eventlog.touched"
-# NOTIFY payloads must stay under 8000 bytes: "<sent_at>;pk,pk,…" in chunks well below it.
+# NOTIFY payloads must stay under 8000 bytes: "<origin>;<sent_at>;pk,pk,…" in chunks well
+# below it. The origin names the sending process: its own readers were woken at COMMIT
+# (`LocalCommits`), so a process skips its own notifications instead of waking them twice.
 _PAYLOAD_PKS = 500
+ORIGIN = uuid.uuid4().hex[:16]
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
 def touched(conn: Connection, stream_pk: int) -> None:
@@ -53,20 +59,38 @@ def take_touched(conn: Connection) -> set[int]:
 def notify(conn: Connection, changed: Collection[int]) -> None:
     """Tell every listening replica, inside the transaction (PostgreSQL's `pg_notify`)."""
     pks = sorted(changed)
-    sent_at = f"{time.time():.6f}"
+    head = f"{ORIGIN};{time.time():.6f};"
     for start in range(0, len(pks), _PAYLOAD_PKS):
-        payload = sent_at + ";" + ",".join(map(str, pks[start : start + _PAYLOAD_PKS]))
-        query = text("SELECT pg_notify(:channel, :payload)")
-        conn.execute(query, {"channel": CHANNEL, "payload": payload})
+        payload = head + ",".join(map(str, pks[start : start + _PAYLOAD_PKS]))
+        conn.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
 
 
-def parse_payload(payload: str) -> tuple[set[int], float | None]:
-    """The streams and send time of a notification; an unreadable one wakes everyone."""
-    sent_at, _, pks = payload.partition(";")
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """What a NOTIFY payload says: which streams changed, when, and from which process."""
+
+    stream_pks: set[int]
+    sent_at: float | None
+    origin: str | None
+
+    @property
+    def own(self) -> bool:
+        """Whether this process sent it (its readers were woken at COMMIT already)."""
+        return self.origin == ORIGIN
+
+
+def parse_payload(payload: str) -> Notification:
+    """A notification's payload; an unreadable one wakes everyone.
+
+    "<origin>;<sent_at>;pks", or "<sent_at>;pks" from a replica of an earlier version.
+    """
+    parts = payload.split(";")
+    origin = parts[0] if len(parts) == 3 else None
     try:
-        return {int(pk) for pk in pks.split(",") if pk}, float(sent_at)
-    except ValueError:
-        return set(), None
+        pks = {int(pk) for pk in parts[-1].split(",") if pk}
+        return Notification(pks, float(parts[-2]), origin)
+    except (ValueError, IndexError):
+        return Notification(set(), None, None)
 
 
 class Wakeable(Protocol):
@@ -141,8 +165,9 @@ class PostgresNotifications:
             conn.add_termination_listener(lambda _conn: lost.set())
 
             def on_notification(_conn: object, _pid: int, _channel: str, payload: str) -> None:
-                pks, sent_at = parse_payload(payload)
-                hub.wake(pks or None, sent_at)
+                told = parse_payload(payload)
+                if not told.own:
+                    hub.wake(told.stream_pks or None, told.sent_at)
 
             await conn.add_listener(CHANNEL, on_notification)
             hub.source_up(self.name, True)

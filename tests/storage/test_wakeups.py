@@ -9,9 +9,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from sqlalchemy import create_engine, event
+from sqlalchemy.engine import make_url
 
-from app.storage.wakeups import SqliteDataVersion
+from app.storage.wakeups import (
+    CHANNEL,
+    ORIGIN,
+    PostgresNotifications,
+    SqliteDataVersion,
+    parse_payload,
+)
 
 
 class _Hub:
@@ -57,3 +65,45 @@ async def test_a_stop_during_a_poll_closes_the_connection_only_after_the_poll(
     await asyncio.wait([poller], timeout=5)
     assert poller.cancelled()
     assert busy == [False]
+
+
+def test_a_payload_names_its_origin_and_old_payloads_still_parse() -> None:
+    told = parse_payload(f"{ORIGIN};1700000000.5;3,4")
+    assert (told.stream_pks, told.sent_at, told.own) == ({3, 4}, 1700000000.5, True)
+    earlier = parse_payload("1700000000.5;7")  # a replica of the previous version
+    assert (earlier.stream_pks, earlier.sent_at, earlier.own) == ({7}, 1700000000.5, False)
+    assert parse_payload("garbage").stream_pks == set()  # wakes everyone
+
+
+class _Recording(_Hub):
+    def __init__(self) -> None:
+        super().__init__()
+        self.woken: list[Any] = []
+
+    def wake(self, pks: Any, _sent_at: float | None = None) -> None:
+        self.woken.append(pks)
+
+
+async def test_a_process_skips_its_own_notifications(postgres_database: str) -> None:
+    """Its readers were woken at COMMIT: its own NOTIFY would wake them (and read) twice."""
+    hub = _Recording()
+    listener = asyncio.create_task(PostgresNotifications(postgres_database).run(hub))
+    dsn = make_url(postgres_database).set(drivername="postgresql")
+    sender = await asyncpg.connect(dsn.render_as_string(hide_password=False))
+    try:
+        await asyncio.wait_for(hub.up.wait(), 10)
+        hub.woken.clear()  # the catch-up wake-up of a new listener
+        for origin in (ORIGIN, "another-replica"):
+            await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, f"{origin};1.0;41")
+        await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, f"{ORIGIN};1.0;42")
+        await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, "other;1.0;43")
+        for _ in range(100):
+            if len(hub.woken) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
+        assert hub.woken == [{41}, {43}]
+    finally:
+        await sender.close()
+        listener.cancel()
+        await asyncio.wait([listener])
