@@ -108,7 +108,12 @@ def build(
     reads = ReadPath(database, settings, tracing)
     retention = RetentionWorker(database, settings, observer=observer)
     eventlog = EventLogService(database, reads, settings, observer)
-    hub = Hub(database.wakeup_sources(), observer)
+    hub = Hub(
+        database.wakeup_sources(),
+        observer,
+        fanout_per_reader=settings.live_fanout_ms_per_reader / 1000,
+        fanout_max=settings.live_fanout_max_ms / 1000,
+    )
     background = Background(observer)
     background.add("live-wakeups", hub.run)
     if settings.decision_log:

@@ -105,6 +105,16 @@ class Settings(BaseSettings):
     )
     live_max_readers: int = Field(default=2_000, ge=1, description="Live readers per process.")
     live_max_wait_seconds: float = Field(default=30.0, gt=0, description="Longest `wait=`.")
+    live_fanout_ms_per_reader: float = Field(
+        default=0.25,
+        ge=0,
+        description="A change of a stream with N live readers here wakes them after "
+        "N times this (when that is 1 ms or more), so that changes arriving meanwhile reach "
+        "them in one read and one send each: one stream's fan-out cannot starve the appends.",
+    )
+    live_fanout_max_ms: float = Field(
+        default=250.0, ge=0, description="The longest wake-up delay of a crowded stream."
+    )
     live_poll_seconds: float = Field(
         default=0.1, gt=0, description="SQLite: how often other processes' commits are looked for."
     )

@@ -21,7 +21,15 @@ from app.api.deps import LiveDep, PrincipalDep, SettingsDep
 from app.api.params import StreamId
 from app.api.problems import NotAcceptable, problem_responses
 from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
-from app.service.live import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
+from app.service.live import (
+    SHARED_MAX_CHARS,
+    EndFrame,
+    EventFrame,
+    Frame,
+    Heartbeat,
+    RecentByIdentity,
+    ResetFrame,
+)
 
 router = APIRouter(prefix="/v1", tags=["live"], responses=problem_responses(401, 403))
 
@@ -78,14 +86,22 @@ def accepts_event_stream(accept: str | None) -> bool:
 def render(frame: Frame) -> str:
     """One frame as SSE text: an event's data as one `data:` line per line of it."""
     if isinstance(frame, EventFrame):
-        lines = [f"id: {format_event_id(frame.token, frame.seq)}"]
-        if frame.event is not None and frame.event != "message":
-            lines.append(f"event: {frame.event}")
-        # SSE ends a line at CR, LF or CRLF and joins data lines with LF: text with LF line
-        # ends arrives exactly; a CR cannot be carried and arrives as LF.
-        text = frame.data.replace("\r\n", "\n").replace("\r", "\n")
-        lines.extend(f"data: {line}" for line in text.split("\n"))
-        return "\n".join(lines) + "\n\n"
+        return _render_event(frame)
+    return _render_control(frame)
+
+
+def _render_event(frame: EventFrame) -> str:
+    lines = [f"id: {format_event_id(frame.token, frame.seq)}"]
+    if frame.event is not None and frame.event != "message":
+        lines.append(f"event: {frame.event}")
+    # SSE ends a line at CR, LF or CRLF and joins data lines with LF: text with LF line
+    # ends arrives exactly; a CR cannot be carried and arrives as LF.
+    text = frame.data.replace("\r\n", "\n").replace("\r", "\n")
+    lines.extend(f"data: {line}" for line in text.split("\n"))
+    return "\n".join(lines) + "\n\n"
+
+
+def _render_control(frame: ResetFrame | EndFrame | Heartbeat) -> str:
     if isinstance(frame, ResetFrame):
         data: dict[str, object] = {
             "verdict": "reset",
@@ -97,7 +113,6 @@ def render(frame: Frame) -> str:
     if isinstance(frame, EndFrame):
         data = {"generation": frame.generation, "terminal_seq": frame.terminal_seq}
         return f"event: end\ndata: {json.dumps(data)}\n\n"
-    assert isinstance(frame, Heartbeat)
     # A comment line alone, with no blank line after it: a blank line would make some
     # parsers (httpx-sse, which the MCP Python SDK uses) dispatch an empty event.
     return ": keep-alive\n"
@@ -151,12 +166,29 @@ class EventStreamResponse(Response):
         # No blank line after it, for the same reason as the heartbeat's: it applies anyway.
         await _body(send, f"retry: {self._retry_ms}\n")
         async for batch in self._frames:
-            await _body(send, "".join(render(frame) for frame in batch))
+            await _body(send, rendered(batch))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _body(send: Send, text: str) -> None:
-    await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
+# The readers given the same page get the same tuple of frames (`Hub.frames_of`), and
+# share one encoded body.
+_BODIES: RecentByIdentity[Sequence[Frame], bytes] = RecentByIdentity()
+
+
+def rendered(batch: Sequence[Frame]) -> bytes:
+    """A batch of frames as the bytes of an SSE body chunk."""
+    shared = isinstance(batch, tuple) and bool(batch) and isinstance(batch[0], EventFrame)
+    body = _BODIES.get(batch) if shared else None
+    if body is None:
+        body = "".join(render(frame) for frame in batch).encode()
+        if shared and len(body) <= SHARED_MAX_CHARS:
+            _BODIES.put(batch, body)
+    return body
+
+
+async def _body(send: Send, body: str | bytes) -> None:
+    chunk = body.encode() if isinstance(body, str) else body
+    await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
 
 async def _disconnected(receive: Receive) -> None:

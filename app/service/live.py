@@ -38,7 +38,7 @@ from collections.abc import (
 )
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from app.domain.decision import Reason, Verdict
 from app.service.eventlog import EventLogService
@@ -47,7 +47,7 @@ from app.service.reading import Reading, ReadPath, Step
 from app.settings import Settings
 from app.storage.errors import StorageError, UnknownStream
 from app.storage.records import EventPage, GenerationRecord
-from app.storage.wakeups import WakeupSource
+from app.storage.wakeups import Appended, Changes, WakeupSource
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +180,23 @@ class _SharedReads:
 class Hub:
     """This process's live readers and the sources that wake them (one per process)."""
 
-    def __init__(self, sources: Collection[WakeupSource], observer: Observer) -> None:
+    def __init__(
+        self,
+        sources: Collection[WakeupSource],
+        observer: Observer,
+        *,
+        fanout_per_reader: float = 0.0,
+        fanout_max: float = 0.0,
+    ) -> None:
         self._sources = tuple(sources)
         self._observer = observer
         self._watches: defaultdict[int, set[_Watch]] = defaultdict(set)
+        self._fanout_per_reader = fanout_per_reader
+        self._fanout_max = fanout_max
+        self._pending: dict[int, asyncio.TimerHandle] = {}
+        self._handed: dict[int, Appended] = {}
+        self._handed_steps: dict[int, tuple[Appended, Step]] = {}
+        self._frames: RecentByIdentity[EventPage, tuple[EventFrame, ...]] = RecentByIdentity()
         self.shared = _SharedReads()
         self.readers = 0
 
@@ -211,16 +224,72 @@ class Hub:
             watches.discard(watch)
             if not watches:
                 del self._watches[stream_pk]
+                self._handed.pop(stream_pk, None)
+                self._handed_steps.pop(stream_pk, None)
 
-    def wake(self, stream_pks: Collection[int] | None, sent_at: float | None = None) -> None:
-        """Ring the readers of these streams (None: of every stream)."""
+    def wake(
+        self,
+        stream_pks: Collection[int] | None,
+        sent_at: float | None = None,
+        *,
+        appended: Changes | None = None,
+    ) -> None:
+        """Ring the readers of these streams (None: of every stream).
+
+        `appended` is what this process's own commit appended: kept for the readers of
+        each stream (`handed`) until the next change of it, which only a read can show.
+        A stream with many readers here is rung after a delay that grows with them.
+        """
         if sent_at is not None:
             self._observer.live_notified(max(0.0, time.time() - sent_at))
         self.shared.retire(stream_pks)  # before ringing: a woken reader reads anew
+        if stream_pks is None:
+            self._handed.clear()
+            self._handed_steps.clear()
         pks = list(self._watches) if stream_pks is None else stream_pks
         for pk in pks:
-            for watch in self._watches.get(pk, ()):
-                watch.ring()
+            watches = self._watches.get(pk)
+            if not watches:
+                continue
+            handed = None if appended is None else appended.get(pk)
+            if handed is not None and _handable(handed):
+                self._handed[pk] = handed
+            else:
+                self._handed.pop(pk, None)
+            delay = min(self._fanout_max, len(watches) * self._fanout_per_reader)
+            if delay < 0.001:
+                self._ring(pk)
+            elif pk not in self._pending:
+                self._pending[pk] = asyncio.get_running_loop().call_later(delay, self._ring, pk)
+
+    def _ring(self, stream_pk: int) -> None:
+        self._pending.pop(stream_pk, None)
+        for watch in self._watches.get(stream_pk, ()):
+            watch.ring()
+
+    def handed(self, stream_pk: int, token: str, after: int) -> Step | None:
+        """This process's latest append to the stream, if it is the latest change of it
+        and starts right after `<token>:<after>`: the step a read would give (the
+        generation as that commit left it, current then), the same object for every reader."""
+        handed = self._handed.get(stream_pk)
+        if handed is None or handed.generation.token != token or handed.after != after:
+            return None
+        step = self._handed_steps.get(stream_pk)
+        if step is None or step[0] is not handed:
+            page = EventPage(after, handed.events[-1].seq, handed.events)
+            step = (handed, Step(handed.generation, page, handed.generation))
+            self._handed_steps[stream_pk] = step
+        return step[1]
+
+    def frames_of(self, token: str, page: EventPage) -> tuple[EventFrame, ...]:
+        """A page's events as frames, made once for all the readers given the same page
+        (a shared read or a handed-over append gives them one object)."""
+        frames = self._frames.get(page)
+        if frames is None:
+            frames = tuple(EventFrame(token, e.seq, e.event, e.data) for e in page.events)
+            if sum(len(e.data) for e in page.events) <= SHARED_MAX_CHARS:
+                self._frames.put(page, frames)
+        return frames
 
     def watched(self) -> Collection[int]:
         """The streams some reader follows now."""
@@ -250,7 +319,7 @@ class _Turn:
     """One read's outcome for a reader: frames to send, where it now is, and what next
     (`done`: the stream ended; `again`: read again at once; neither: wait for a change)."""
 
-    frames: list[Frame]
+    frames: Sequence[Frame]
     cursor: _Cursor | None
     epoch: int
     done: bool = False
@@ -374,9 +443,12 @@ class LiveReads:
             if not await watch.wait(min(heartbeat, remaining)) and remaining > heartbeat:
                 yield (Heartbeat(),)
 
-    def _step(self, follow: Follow, cursor: _Cursor) -> Awaitable[Step]:
+    async def _step(self, follow: Follow, cursor: _Cursor) -> Step:
         token, after, limit = cursor.generation.token, cursor.after, self._page_limit
-        return self._hub.shared.read(
+        handed = self._hub.handed(follow.stream_pk, token, after)
+        if handed is not None and handed.page is not None and len(handed.page.events) <= limit:
+            return handed  # what this process just appended: no need to read it back
+        return await self._hub.shared.read(
             follow.stream_pk,
             ("step", follow.tenant, token, after, limit),
             lambda: self._reads.step(token, tenant=follow.tenant, after=after, limit=limit),
@@ -394,18 +466,20 @@ class LiveReads:
             return self._reset(Reason.EXPIRED, step, cursor, epoch)
         if cursor.after < gen.head_seq - 1:
             return self._reset(Reason.EVICTED, step, cursor, epoch)
-        frames: list[Frame] = []
+        # The page's frames are one tuple shared by every reader given the same page (and
+        # rendered once for all of them): kept as it is unless a control frame follows.
+        frames: Sequence[Frame] = ()
         if step.page is not None and step.page.events:
             if not step.page.contiguous:
                 return self._reset(Reason.EVICTION_HOLE, step, cursor, epoch)
             cursor.generation = gen
-            frames.extend(self._deliver(cursor, step.page))
+            frames = self._deliver(cursor, step.page)
             if cursor.after < gen.tail_seq:  # the page was cut short: read on
                 return _Turn(frames, cursor, epoch, again=True)
         if gen.terminal and cursor.after >= gen.tail_seq:
             assert gen.terminal_seq is not None
-            frames.append(EndFrame(gen.token, gen.terminal_seq))
-            return _Turn(frames, cursor, epoch, done=True)
+            ended = EndFrame(gen.token, gen.terminal_seq)
+            return _Turn([*frames, ended], cursor, epoch, done=True)
         if gen.superseded:
             reset = self._reset(Reason.SUPERSEDED, step, cursor, epoch)
             return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
@@ -432,14 +506,13 @@ class LiveReads:
             return None, current.epoch
         return _Cursor(current, 0), current.epoch
 
-    def _deliver(self, cursor: _Cursor, page: EventPage | None) -> Iterator[EventFrame]:
+    def _deliver(self, cursor: _Cursor, page: EventPage | None) -> tuple[EventFrame, ...]:
         if page is None or not page.events:
-            return
-        token = cursor.generation.token
-        for event in page.events:
-            yield EventFrame(token, event.seq, event.event, event.data)
+            return ()
+        frames = self._hub.frames_of(cursor.generation.token, page)
         cursor.after = page.events[-1].seq
         self._observer.live_delivered(len(page.events))
+        return frames
 
     async def page(
         self, tenant: str, token: str, *, after: int, limit: int, wait: float
@@ -457,6 +530,43 @@ class LiveReads:
                     break
                 await watch.wait(remaining)
         return gen, page
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+# What a crowd of readers of one stream shares (a page's frames, their encoded body) is kept
+# only for pages of at most this much data, and only for the last few of them.
+SHARED_MAX_CHARS = 256 * 1024
+_SHARED_KEPT = 16
+
+
+class RecentByIdentity(Generic[K, V]):
+    """Values made lately for objects, found by the object's identity (it is held meanwhile,
+    so its id cannot be reused); the oldest is dropped past `kept`. A value dropped too soon
+    only costs making it again."""
+
+    def __init__(self, kept: int = _SHARED_KEPT) -> None:
+        self._kept = kept
+        self._entries: dict[int, tuple[K, V]] = {}
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(id(key))
+        return entry[1] if entry is not None and entry[0] is key else None
+
+    def put(self, key: K, value: V) -> None:
+        if len(self._entries) >= self._kept:
+            del self._entries[next(iter(self._entries))]
+        self._entries[id(key)] = (key, value)
+
+
+# A handed-over append is kept per watched stream until its next change: bounded, so that
+# a process following many streams never holds many large batches.
+_HANDOFF_MAX_CHARS = 64 * 1024
+
+
+def _handable(appended: Appended) -> bool:
+    return sum(len(event.data) for event in appended.events) <= _HANDOFF_MAX_CHARS
 
 
 def _settled(gen: GenerationRecord) -> bool:

@@ -20,7 +20,7 @@ where the write transaction already holds the database lock.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -71,7 +71,7 @@ class Dialect(ABC):
         """How this process runs its write transactions (`committed`: told after COMMIT)."""
 
     @abstractmethod
-    def announce(self, conn: Connection, changed: set[int]) -> None:
+    def announce(self, conn: Connection, changed: Collection[int]) -> None:
         """Tell other processes, inside the transaction, which streams it changed."""
 
     @abstractmethod
@@ -109,7 +109,7 @@ class SqliteDialect(Dialect):
             sync.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"}), self.announce, committed
         )
 
-    def announce(self, conn: Connection, changed: set[int]) -> None:
+    def announce(self, conn: Connection, changed: Collection[int]) -> None:
         """Nothing to send: other processes on the file poll its `data_version`."""
 
     def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:
@@ -144,7 +144,7 @@ class PostgresDialect(Dialect):
     ) -> Transactions:
         return DirectTransactions(engines.base, self.announce, committed)
 
-    def announce(self, conn: Connection, changed: set[int]) -> None:
+    def announce(self, conn: Connection, changed: Collection[int]) -> None:
         notify(conn, changed)
 
     def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:

@@ -21,7 +21,7 @@ from app.storage import generations, schema
 from app.storage.errors import AppendRefusedError
 from app.storage.records import AppendResult, EventPage, EventRecord, GenerationRecord, Tombstoned
 from app.storage.schema import events
-from app.storage.wakeups import touched
+from app.storage.wakeups import Appended, touched
 
 # Pages are read in chunks so that a page's memory is bounded by its byte budget, not by
 # its event count times the largest event allowed.
@@ -68,7 +68,7 @@ def append(
         conn.execute(_INSERT, rows)
     appended_bytes = sum(row["nbytes"] for row in rows)
     updated = _advance(conn, gen, plan.last_seq, appended_bytes, terminal, now)
-    touched(conn, gen.stream_pk)
+    touched(conn, gen.stream_pk, _appended(updated, rows))
     evicted = updated.head_seq - gen.head_seq
     return AppendResult(updated, plan.first_seq, plan.count, duplicate=False, evicted=evicted)
 
@@ -148,8 +148,13 @@ def _append_at_tail(
         for seq, body, size in zip(range(start, gen.tail_seq + 1), batch, nbytes, strict=True)
     ]
     conn.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
-    touched(conn, gen.stream_pk)
+    touched(conn, gen.stream_pk, _appended(gen, rows))
     return AppendResult(gen, start, len(batch), duplicate=False, evicted=0)
+
+
+def _appended(gen: GenerationRecord, rows: list[dict[str, Any]]) -> Appended | None:
+    events = tuple(EventRecord(row["seq"], row["event"], row["data"]) for row in rows)
+    return Appended(gen, events) if events else None
 
 
 def _bodies(conn: Connection, gen_pk: int, seqs: range) -> dict[int, EventBody]:

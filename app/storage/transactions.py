@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -33,15 +33,15 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.storage.errors import AppendRefusedError, NotFound, StorageUnavailable, translated_errors
-from app.storage.wakeups import take_touched
+from app.storage.wakeups import Changes, take_touched
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
 """A unit of work: runs inside a transaction it must not commit or roll back itself."""
 
-Announce = Callable[[Connection, set[int]], None]
+Announce = Callable[[Connection, Collection[int]], None]
 """Tells other processes, inside the transaction, which streams it changed."""
-Committed = Callable[[set[int]], None]
+Committed = Callable[[Changes], None]
 """Told, after COMMIT, which streams a transaction changed (this process's live readers)."""
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class DirectTransactions:
         self._committed(changed)
         return result
 
-    def _unit(self, conn: Connection, work: Work[T]) -> tuple[T, set[int]]:
+    def _unit(self, conn: Connection, work: Work[T]) -> tuple[T, Changes]:
         try:
             result = work(conn)
         except BaseException:
@@ -141,7 +141,7 @@ class _Queued:
 
 
 _Outcome = tuple[_Queued, Any, BaseException | None]
-_Group = tuple[list[_Outcome], set[int]]
+_Group = tuple[list[_Outcome], Changes]
 
 
 class GroupCommit:

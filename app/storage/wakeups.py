@@ -29,6 +29,7 @@ import asyncpg
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from app.storage.records import EventRecord, GenerationRecord
 from app.storage.schema import generations
 
 log = logging.getLogger(__name__)
@@ -45,15 +46,49 @@ ORIGIN = uuid.uuid4().hex[:16]
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
-def touched(conn: Connection, stream_pk: int) -> None:
-    """Note that the running transaction changed the stream `stream_pk`."""
-    conn.info.setdefault(_TOUCHED, set()).add(stream_pk)
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Events a transaction appended at the tail of one generation, and that generation
+    as the transaction left it: this process's readers get them without reading them back."""
+
+    generation: GenerationRecord
+    events: tuple[EventRecord, ...]
+
+    @property
+    def after(self) -> int:
+        """The seq just before the first of the events."""
+        return self.events[0].seq - 1
 
 
-def take_touched(conn: Connection) -> set[int]:
+Changes = dict[int, Appended | None]
+"""The streams a transaction changed; for each, what it appended when that is all it did."""
+
+
+def touched(conn: Connection, stream_pk: int, appended: Appended | None = None) -> None:
+    """Note that the running transaction changed the stream `stream_pk` (by `appended`,
+    when that is the change: two appends in a row to one generation still are)."""
+    changes: Changes = conn.info.setdefault(_TOUCHED, {})
+    if stream_pk not in changes:
+        changes[stream_pk] = appended
+        return
+    before = changes[stream_pk]
+    follows = (
+        before is not None
+        and appended is not None
+        and before.generation.token == appended.generation.token
+        and before.events[-1].seq == appended.after
+    )
+    changes[stream_pk] = (
+        Appended(appended.generation, before.events + appended.events)
+        if follows and before is not None and appended is not None
+        else None
+    )
+
+
+def take_touched(conn: Connection) -> Changes:
     """The streams the running transaction changed (and forget them: the next one starts clean)."""
-    changed: set[int] = conn.info.pop(_TOUCHED, set())
-    return changed
+    changes: Changes = conn.info.pop(_TOUCHED, {})
+    return changes
 
 
 def notify(conn: Connection, changed: Collection[int]) -> None:
@@ -96,8 +131,15 @@ def parse_payload(payload: str) -> Notification:
 class Wakeable(Protocol):
     """What a wake-up source tells (the live readers' hub)."""
 
-    def wake(self, stream_pks: Collection[int] | None, sent_at: float | None = None) -> None:
-        """These streams changed (None: any may have); `sent_at` is when, if known."""
+    def wake(
+        self,
+        stream_pks: Collection[int] | None,
+        sent_at: float | None = None,
+        *,
+        appended: Changes | None = None,
+    ) -> None:
+        """These streams changed (None: any may have); `sent_at` is when, if known;
+        `appended`: what this process's own commit appended to them."""
 
     def watched(self) -> Collection[int]:
         """The streams some reader in this process follows now."""
@@ -122,11 +164,11 @@ class LocalCommits:
     def __init__(self) -> None:
         self._hubs: list[Wakeable] = []
 
-    def committed(self, changed: Collection[int]) -> None:
+    def committed(self, changes: Changes) -> None:
         """Wake the readers of the streams a committed transaction changed."""
-        if changed:
+        if changes:
             for hub in self._hubs:
-                hub.wake(changed, time.time())
+                hub.wake(changes, time.time(), appended=changes)
 
     async def run(self, hub: Wakeable) -> None:
         self._hubs.append(hub)

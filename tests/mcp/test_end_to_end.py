@@ -413,6 +413,9 @@ async def test_the_session_outlives_the_service_being_down(
                 during = await call_progress(session, down, n=3, tag="down")
                 service_up = eventlog_service(outage_database, tmp_path, port)
                 service_up.__enter__()
+                # The store fails fast for `outage_seconds` (1 s) after it found the service
+                # down; a restart quicker than that would see this call's stores fail too.
+                await anyio.sleep(1.2)
                 after = await call_progress(session, Progress(), n=2, tag="after")
                 with pytest.raises(MCPError) as refused:
                     await call_progress(session, Progress(), resumption_token=down.tokens[1])

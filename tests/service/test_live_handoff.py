@@ -1,0 +1,169 @@
+"""What this process appends reaches its own live readers without being read back, and
+what it did not append (another process's change, a supersede) is always read; a stream
+with a crowd of readers is rung after a delay that grows with them, never not at all."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+
+from app.domain.append import EventBody
+from app.domain.decision import Reason
+from app.service.live import EventFrame, Frame, Hub, ResetFrame
+from app.service.observer import Observer
+from app.settings import Settings
+from app.storage.records import EventRecord, GenerationRecord
+from app.storage.wakeups import Appended, take_touched, touched
+from tests.support.app import started_app, state_of
+
+TENANT = "default"
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    async with started_app(settings) as (app, _client):
+        yield app
+
+
+class CountedSteps:
+    """Wraps the read path's `step` (a live reader's database read) and counts its calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, app: FastAPI) -> None:
+        reads = state_of(app).container.reads
+        self.calls = 0
+        step = reads.step
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return await step(*args, **kwargs)
+
+        monkeypatch.setattr(reads, "step", counted)
+
+
+async def next_frames(frames: AsyncIterator[Sequence[Frame]]) -> list[Frame]:
+    return list(await asyncio.wait_for(anext(frames), 5))
+
+
+async def test_own_appends_are_handed_over_and_other_changes_read(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = state_of(app).container
+    gen = await container.eventlog.open_generation(TENANT, "s.handoff")
+    follow = await container.live.follow(TENANT, "s.handoff", f"{gen.token}:0")
+    frames = container.live.frames(follow)
+    steps = CountedSteps(monkeypatch, app)
+    try:
+        first = asyncio.create_task(next_frames(frames))
+        await asyncio.sleep(0.05)  # the reader reads once, finds nothing, waits
+        read_before = steps.calls
+        await container.eventlog.append(
+            TENANT, gen.token, [EventBody("a"), EventBody("b")], first_seq=None, terminal=False
+        )
+        got = await first
+        assert [(f.seq, f.data) for f in got if isinstance(f, EventFrame)] == [(1, "a"), (2, "b")]
+        assert steps.calls == read_before  # handed over, not read back
+
+        # A supersede is no append: the reader must read to learn of it.
+        newer = await container.eventlog.open_generation(TENANT, "s.handoff")
+        got = await next_frames(frames)
+        assert steps.calls > read_before
+        assert got[0] == ResetFrame(Reason.SUPERSEDED, newer.token)
+    finally:
+        await frames.aclose()
+
+
+async def test_a_handoff_is_used_only_from_the_readers_position_and_until_a_change(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = state_of(app).container
+    hub = container.live._hub
+    gen = await container.eventlog.open_generation(TENANT, "s.behind")
+    follow = await container.live.follow(TENANT, "s.behind", f"{gen.token}:0")
+    frames = container.live.frames(follow)
+    steps = CountedSteps(monkeypatch, app)
+    try:
+        waiting = asyncio.create_task(next_frames(frames))
+        await asyncio.sleep(0.05)
+        await container.eventlog.append(
+            TENANT, gen.token, [EventBody("a")], first_seq=None, terminal=False
+        )
+        assert [f.data for f in await waiting if isinstance(f, EventFrame)] == ["a"]
+        assert hub.handed(gen.stream_pk, gen.token, 0) is not None  # from seq 0 on only
+        assert hub.handed(gen.stream_pk, gen.token, 1) is None
+        assert hub.handed(gen.stream_pk, "another", 0) is None
+        reading_on = asyncio.create_task(next_frames(frames))
+        await asyncio.sleep(0.05)  # it waits again
+        before = steps.calls
+        # Another process's change (as its notification tells it): only a read shows it.
+        hub.wake([gen.stream_pk], None)
+        assert hub.handed(gen.stream_pk, gen.token, 0) is None
+        await asyncio.sleep(0.05)
+        assert steps.calls == before + 1  # the woken reader read
+        reading_on.cancel()
+        await asyncio.wait([reading_on])
+    finally:
+        await frames.aclose()
+
+
+def _gen(token: str, tail: int) -> GenerationRecord:
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    return GenerationRecord(
+        pk=1, token=token, stream_pk=7, stream_id="s", tenant="t", epoch=1, reason="initial",
+        producer=None, head_seq=1, tail_seq=tail, retained_events=tail, retained_bytes=0,
+        terminal=False, terminal_seq=None, max_events=100, ttl_seconds=60, supersedes=None,
+        created_at=now, last_append_at=now, expires_at=now, terminal_at=None,
+        superseded_at=None, expired_at=None,
+    )  # fmt: skip
+
+
+def _appended(token: str, *seqs: int) -> Appended:
+    return Appended(_gen(token, seqs[-1]), tuple(EventRecord(s, None, f"d{s}") for s in seqs))
+
+
+class _Conn:
+    def __init__(self) -> None:
+        self.info: dict[str, Any] = {}
+
+
+def test_appends_in_one_transaction_merge_only_when_they_follow() -> None:
+    conn: Any = _Conn()
+    touched(conn, 7, _appended("t", 1, 2))
+    touched(conn, 7, _appended("t", 3))
+    merged = take_touched(conn)[7]
+    assert merged is not None
+    assert [e.seq for e in merged.events] == [1, 2, 3]
+    assert merged.generation.tail_seq == 3
+    for second in (_appended("t", 5), _appended("other", 3), None):
+        touched(conn, 7, _appended("t", 1, 2))
+        touched(conn, 7, second)
+        assert take_touched(conn) == {7: None}  # not one run: readers read
+    touched(conn, 7)
+    touched(conn, 7, _appended("t", 1))
+    assert take_touched(conn) == {7: None}
+
+
+async def test_a_crowded_stream_is_rung_after_a_delay_that_grows_with_it() -> None:
+    hub = Hub((), Observer(), fanout_per_reader=0.0005, fanout_max=0.05)
+    with hub.watch(7) as alone:  # 0.5 ms for one reader: rung at once
+        alone.arm()
+        hub.wake([7])
+        assert await alone.wait(0)
+    with contextlib.ExitStack() as stack:
+        crowd = [stack.enter_context(hub.watch(8)) for _ in range(200)]  # 100 ms, capped: 50
+        for watch in crowd:
+            watch.arm()
+        started = asyncio.get_running_loop().time()
+        for _ in range(3):  # changes meanwhile join the wake-up already due
+            hub.wake([8])
+            await asyncio.sleep(0.01)
+        assert not any([await watch.wait(0) for watch in crowd])
+        assert all(await asyncio.gather(*(watch.wait(1) for watch in crowd)))
+        waited = asyncio.get_running_loop().time() - started
+        assert 0.045 <= waited < 0.5
