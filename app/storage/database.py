@@ -31,12 +31,12 @@ class Database:
         self._engines: Engines = self.dialect.engines(settings)
         self._local = LocalCommits()
         self._transactions: Transactions = self.dialect.transactions(
-            settings, self._engines, self._local.committed
+            settings, self._engines, self._local
         )
 
     def wakeup_sources(self) -> list[WakeupSource]:
         """Where live readers hear of changes: this process's commits, then other processes'."""
-        return [self._local, *self.dialect.wakeup_sources(self._settings)]
+        return [self._local, *self.dialect.wakeup_sources(self._settings, self._local)]
 
     @property
     def engine(self) -> AsyncEngine:

@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Column, Table, create_engine, event, text
@@ -33,8 +34,9 @@ from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
 from app.storage.errors import translated_errors
-from app.storage.transactions import Committed, DirectTransactions, GroupCommit, Transactions
+from app.storage.transactions import DirectTransactions, GroupCommit, Transactions
 from app.storage.wakeups import (
+    LocalCommits,
     PostgresNotifications,
     SqliteDataVersion,
     WakeupSource,
@@ -66,16 +68,16 @@ class Dialect(ABC):
 
     @abstractmethod
     def transactions(
-        self, settings: Settings, engines: Engines, committed: Committed
+        self, settings: Settings, engines: Engines, local: LocalCommits
     ) -> Transactions:
-        """How this process runs its write transactions (`committed`: told after COMMIT)."""
+        """How this process runs its write transactions (`local` is told after COMMIT)."""
 
     @abstractmethod
-    def announce(self, conn: Connection, changed: Collection[int]) -> None:
+    def announce(self, conn: Connection, changed: Collection[int], *, origin: str) -> None:
         """Tell other processes, inside the transaction, which streams it changed."""
 
     @abstractmethod
-    def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:
+    def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
         """Where this process hears of other processes' changes (live readers)."""
 
     @abstractmethod
@@ -100,19 +102,17 @@ class SqliteDialect(Dialect):
         return Engines(base=base, snapshot=base.execution_options(**{_SQLITE_BEGIN: "DEFERRED"}))
 
     def transactions(
-        self, settings: Settings, engines: Engines, committed: Committed
+        self, settings: Settings, engines: Engines, local: LocalCommits
     ) -> Transactions:
         # The writer thread uses the stdlib driver directly: a whole group of writes runs
         # there without one event-loop round trip per statement.
-        sync = _stdlib_engine(settings)
-        return GroupCommit(
-            sync.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"}), self.announce, committed
-        )
+        sync = _stdlib_engine(settings).execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
+        return GroupCommit(sync, partial(self.announce, origin=local.origin), local.committed)
 
-    def announce(self, conn: Connection, changed: Collection[int]) -> None:
+    def announce(self, conn: Connection, changed: Collection[int], *, origin: str) -> None:
         """Nothing to send: other processes on the file poll its `data_version`."""
 
-    def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:
+    def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
         return [SqliteDataVersion(_stdlib_engine(settings), interval=settings.live_poll_seconds)]
 
     def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
@@ -140,15 +140,16 @@ class PostgresDialect(Dialect):
         )
 
     def transactions(
-        self, settings: Settings, engines: Engines, committed: Committed
+        self, settings: Settings, engines: Engines, local: LocalCommits
     ) -> Transactions:
-        return DirectTransactions(engines.base, self.announce, committed)
+        announce = partial(self.announce, origin=local.origin)
+        return DirectTransactions(engines.base, announce, local.committed)
 
-    def announce(self, conn: Connection, changed: Collection[int]) -> None:
-        notify(conn, changed)
+    def announce(self, conn: Connection, changed: Collection[int], *, origin: str) -> None:
+        notify(conn, changed, origin=origin)
 
-    def wakeup_sources(self, settings: Settings) -> list[WakeupSource]:
-        return [PostgresNotifications(settings.database_url)]
+    def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
+        return [PostgresNotifications(settings.database_url, origin=local.origin)]
 
     def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=list(keys))

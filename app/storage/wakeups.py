@@ -39,10 +39,9 @@ T = TypeVar("T")
 CHANNEL = "eventlog"
 _TOUCHED = "eventlog.touched"
 # NOTIFY payloads must stay under 8000 bytes: "<origin>;<sent_at>;pk,pk,…" in chunks well
-# below it. The origin names the sending process: its own readers were woken at COMMIT
-# (`LocalCommits`), so a process skips its own notifications instead of waking them twice.
+# below it. The origin names the sending `Database` (its `LocalCommits`): its own readers
+# were woken at COMMIT, so it skips its own notifications instead of waking them twice.
 _PAYLOAD_PKS = 500
-ORIGIN = uuid.uuid4().hex[:16]
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
@@ -91,10 +90,10 @@ def take_touched(conn: Connection) -> Changes:
     return changes
 
 
-def notify(conn: Connection, changed: Collection[int]) -> None:
+def notify(conn: Connection, changed: Collection[int], *, origin: str) -> None:
     """Tell every listening replica, inside the transaction (PostgreSQL's `pg_notify`)."""
     pks = sorted(changed)
-    head = f"{ORIGIN};{time.time():.6f};"
+    head = f"{origin};{time.time():.6f};"
     for start in range(0, len(pks), _PAYLOAD_PKS):
         payload = head + ",".join(map(str, pks[start : start + _PAYLOAD_PKS]))
         conn.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
@@ -107,11 +106,6 @@ class Notification:
     stream_pks: set[int]
     sent_at: float | None
     origin: str | None
-
-    @property
-    def own(self) -> bool:
-        """Whether this process sent it (its readers were woken at COMMIT already)."""
-        return self.origin == ORIGIN
 
 
 def parse_payload(payload: str) -> Notification:
@@ -163,6 +157,8 @@ class LocalCommits:
 
     def __init__(self) -> None:
         self._hubs: list[Wakeable] = []
+        self.origin = uuid.uuid4().hex[:16]
+        """Names this database's notifications, so that it can skip its own."""
 
     def committed(self, changes: Changes) -> None:
         """Wake the readers of the streams a committed transaction changed."""
@@ -183,8 +179,16 @@ class PostgresNotifications:
 
     name = "postgresql"
 
-    def __init__(self, database_url: str, *, check_every: float = 5.0, retry_max: float = 5.0):
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        origin: str | None = None,
+        check_every: float = 5.0,
+        retry_max: float = 5.0,
+    ):
         url = make_url(database_url).set(drivername="postgresql")
+        self._origin = origin  # notifications from it are skipped (woken at COMMIT)
         self._dsn = url.render_as_string(hide_password=False)
         self._check_every = check_every
         self._retry_max = retry_max
@@ -208,7 +212,7 @@ class PostgresNotifications:
 
             def on_notification(_conn: object, _pid: int, _channel: str, payload: str) -> None:
                 told = parse_payload(payload)
-                if not told.own:
+                if told.origin is None or told.origin != self._origin:
                     hub.wake(told.stream_pks or None, told.sent_at)
 
             await conn.add_listener(CHANNEL, on_notification)

@@ -27,6 +27,7 @@ from app.storage.dialect import PostgresDialect, SqliteDialect, dialect_for
 from app.storage.errors import AppendRefusedError, StorageError, StorageUnavailable
 from app.storage.records import AppendResult
 from app.storage.transactions import DirectTransactions, GroupCommit, Work
+from app.storage.wakeups import LocalCommits
 
 
 @pytest.fixture
@@ -147,7 +148,7 @@ def test_each_database_gets_its_write_path() -> None:
     assert isinstance(postgres, PostgresDialect)
     settings = Settings(database_url="postgresql+asyncpg://nobody@127.0.0.1/none")
     engines = postgres.engines(settings)
-    assert isinstance(postgres.transactions(settings, engines, print), DirectTransactions)
+    assert isinstance(postgres.transactions(settings, engines, LocalCommits()), DirectTransactions)
     with pytest.raises(ValueError, match="unsupported"):
         dialect_for("mysql+aiomysql://nobody@127.0.0.1/none")
 

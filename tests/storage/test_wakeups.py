@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 
 from app.storage.wakeups import (
     CHANNEL,
-    ORIGIN,
+    LocalCommits,
     PostgresNotifications,
     SqliteDataVersion,
     parse_payload,
@@ -68,10 +68,10 @@ async def test_a_stop_during_a_poll_closes_the_connection_only_after_the_poll(
 
 
 def test_a_payload_names_its_origin_and_old_payloads_still_parse() -> None:
-    told = parse_payload(f"{ORIGIN};1700000000.5;3,4")
-    assert (told.stream_pks, told.sent_at, told.own) == ({3, 4}, 1700000000.5, True)
+    told = parse_payload("ab12;1700000000.5;3,4")
+    assert (told.stream_pks, told.sent_at, told.origin) == ({3, 4}, 1700000000.5, "ab12")
     earlier = parse_payload("1700000000.5;7")  # a replica of the previous version
-    assert (earlier.stream_pks, earlier.sent_at, earlier.own) == ({7}, 1700000000.5, False)
+    assert (earlier.stream_pks, earlier.sent_at, earlier.origin) == ({7}, 1700000000.5, None)
     assert parse_payload("garbage").stream_pks == set()  # wakes everyone
 
 
@@ -84,19 +84,22 @@ class _Recording(_Hub):
         self.woken.append(pks)
 
 
-async def test_a_process_skips_its_own_notifications(postgres_database: str) -> None:
-    """Its readers were woken at COMMIT: its own NOTIFY would wake them (and read) twice."""
+async def test_a_database_skips_its_own_notifications(postgres_database: str) -> None:
+    """Its readers were woken at COMMIT: its own NOTIFY would wake them (and read) twice.
+    Another `Database` in the same process is another origin: its notifications wake."""
     hub = _Recording()
-    listener = asyncio.create_task(PostgresNotifications(postgres_database).run(hub))
+    own = LocalCommits().origin
+    source = PostgresNotifications(postgres_database, origin=own)
+    listener = asyncio.create_task(source.run(hub))
     dsn = make_url(postgres_database).set(drivername="postgresql")
     sender = await asyncpg.connect(dsn.render_as_string(hide_password=False))
     try:
         await asyncio.wait_for(hub.up.wait(), 10)
         hub.woken.clear()  # the catch-up wake-up of a new listener
-        for origin in (ORIGIN, "another-replica"):
+        for origin in (own, LocalCommits().origin):
             await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, f"{origin};1.0;41")
-        await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, f"{ORIGIN};1.0;42")
-        await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, "other;1.0;43")
+        await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, f"{own};1.0;42")
+        await sender.execute("SELECT pg_notify($1, $2)", CHANNEL, "1.0;43")
         for _ in range(100):
             if len(hub.woken) >= 2:
                 break
