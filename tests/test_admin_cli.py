@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from app import __version__, cli
 from app.admin_cli import render_stream, run_admin
@@ -199,6 +200,12 @@ def test_bad_keys_are_one_line_naming_the_entry(
     keys: str, expected: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("EVENTLOG_KEYS", keys)
+
+    def served(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("serve started with a bad EVENTLOG_KEYS")
+
+    # Were the keys accepted, `serve` would run a server for good: fail at once instead.
+    monkeypatch.setattr(uvicorn, "run", served)
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
