@@ -34,7 +34,12 @@ def add_admin_parser(commands: Any) -> None:
     stream = which.add_parser("stream", help="a stream and all its generations")
     stream.add_argument("stream_id")
     stream.add_argument("--tenant")
-    explain = which.add_parser("explain", help="why a Last-Event-ID gets its verdict")
+    explain = which.add_parser(
+        "explain",
+        help="why a Last-Event-ID gets its verdict",
+        epilog="A generation token can begin with '-' (it is URL-safe base64): put the ids "
+        "after '--', e.g. `mcp-eventlog admin explain -- my-stream -Zx…:4`.",
+    )
     explain.add_argument("stream_id")
     explain.add_argument("last_event_id")
     explain.add_argument("--tenant", help="decide as that tenant's writer would")

@@ -78,16 +78,22 @@ async def test_stream(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:
     assert lines[4].split()[:4] == ["2", reset_story[1], "live", "reset"]
 
 
+def test_an_id_that_begins_with_a_dash_is_given_after_double_dash() -> None:
+    args = _parser().parse_args(["admin", "explain", "--", "s", "-Zx9:4"])
+    assert (args.stream_id, args.last_event_id) == ("s", "-Zx9:4")
+
+
 async def test_explain_a_reset(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:
     old, new = reset_story
-    text = await run(keyed, "explain", "sess-1.req-7", f"{old}:2")
+    # '--': a token can begin with '-' (about one in 64), which argparse takes for an option.
+    text = await run(keyed, "explain", "--", "sess-1.req-7", f"{old}:2")
     lines = text.splitlines()
     assert lines[0].startswith("reset / superseded: ")
     assert lines[-1] == f"would deliver: 1 event of {new} after seq 0"
     matched = [line for line in lines if line.rstrip().endswith("MATCH")]
     assert len(matched) == 1
     assert matched[0].split()[0] == "5"
-    text = await run(keyed, "--json", "explain", "sess-1.req-7", f"{old}:2")
+    text = await run(keyed, "--json", "explain", "--", "sess-1.req-7", f"{old}:2")
     assert json.loads(text)["reason"] == "superseded"
 
 
