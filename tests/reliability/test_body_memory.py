@@ -99,7 +99,7 @@ async def test_bodies_cannot_pin_the_servers_memory(server: ServerProcess) -> No
 
     # With a key, all at once: some are read (within the budget), the others are 503.
     peaks, after = [], []
-    for _round in range(3):
+    for _round in range(5):
         done = asyncio.Event()
         sampling = asyncio.create_task(_peak(process, done))
         statuses = await load(server, path, body, KEY)
@@ -114,9 +114,12 @@ async def test_bodies_cannot_pin_the_servers_memory(server: ServerProcess) -> No
     # holds 4 (64 MiB), and parsing one costs a few copies of it.
     assert max(peaks) - baseline < 4 * IN_FLIGHT / MiB
     # And it comes back: what stays is the warm caches, not the bodies (without returning
-    # freed blocks, over 140 MiB stayed after the first round), and no round adds to it.
+    # freed blocks, over 140 MiB stayed after the first round), and the rounds do not add
+    # up. The heap gives memory back in steps: identical rounds leave 130 to 160 MiB in
+    # any order, so the check is against the lowest, with room for that step; a body kept
+    # per round would add 15 MiB a round, 60 over these five.
     assert max(after) - baseline < 96
-    assert after[-1] <= after[0] + 16
+    assert after[-1] - min(after) < 40
 
 
 def _open_generation(port: int) -> str:
