@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
 from app.domain.decision import Reason, Verdict
@@ -157,22 +157,28 @@ class LiveReads:
         The reader slot is freed when it ends; call `follow.close()` as well in case the
         frames are never read at all.
         """
+        with self._serving(follow) as watch:
+            async for batch in self._serve(follow, watch):
+                yield batch
+
+    async def bodies(self, follow: Follow, encode: Encode) -> AsyncGenerator[bytes]:
+        """As `frames`, each batch as `encode` makes it: a page's frames are encoded once
+        for every reader given that page."""
+        with self._serving(follow) as watch:
+            async for batch in self._serve(follow, watch):
+                yield self._fanout.encoded(batch, encode)
+
+    @contextlib.contextmanager
+    def _serving(self, follow: Follow) -> Iterator[Watch]:
+        """The reader's watch while it is served; its slot is freed when it ends."""
         try:
             with self._fanout.watch(follow.stream_pk) as watch:
-                async for batch in self._serve(follow, watch):
-                    yield batch
+                yield watch
         except StorageError as error:
             # The stream ends; the reader reconnects with its last id and is decided again.
             log.warning("live read of stream %s ended: %s", follow.stream_pk, error)
         finally:
             follow.close()
-
-    async def bodies(self, follow: Follow, encode: Encode) -> AsyncGenerator[bytes]:
-        """The frames of a live read (as `frames` gives them), each batch as `encode` makes
-        it: a page's frames are encoded once for every reader given that page."""
-        async with contextlib.aclosing(self.frames(follow)) as batches:
-            async for batch in batches:
-                yield self._fanout.encoded(batch, encode)
 
     async def _serve(self, follow: Follow, watch: Watch) -> AsyncIterator[Sequence[Frame]]:
         deadline = time.monotonic() + self._settings.live_max_seconds
