@@ -8,6 +8,7 @@ client that goes away is noticed at once (its reader slot and watch freed).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -120,10 +121,10 @@ def rendered(batch: Sequence[Frame]) -> bytes:
 class EventStreamResponse(StreamingResponse):
     """A `text/event-stream` response fed by a live read, until it ends or the client goes.
 
-    Starlette's `StreamingResponse`, with two additions: it listens for the client leaving
-    whatever the server's ASGI version, and `close` (which frees the reader slot) runs in
-    every case, even when not a single frame was read. No `content-length`: the body is
-    written as the reader's frames come, never buffered.
+    Starlette's `StreamingResponse` (its headers, no `content-length`, its
+    `stream_response` and `listen_for_disconnect`); only the race between the two is this
+    class's, so that `close` (which frees the reader slot) runs in every case, even when
+    not a single frame was read.
     """
 
     media_type = EVENT_STREAM
@@ -141,16 +142,23 @@ class EventStreamResponse(StreamingResponse):
         self._close = close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # Under ASGI 2.4 starlette stops listening for `http.disconnect` and relies on a
-        # failed send; a live reader may send nothing for a heartbeat (15 s) and must free
-        # its slot and watch at once when its client goes. The listening path is 2.3's
-        # (2.4 servers still send `http.disconnect`).
-        listening = {**scope, "asgi": {**scope.get("asgi", {}), "spec_version": "2.3"}}
+        # Not StreamingResponse.__call__: under ASGI >= 2.4 it stops listening for
+        # `http.disconnect` and notices a gone client only when a send fails, and a live
+        # reader may send nothing for a heartbeat (15 s); it must free its slot and watch at
+        # once. (Under 2.3 it races the two in an anyio task group, whose cancellation
+        # repeats at every await until the task ends; here a gone client cancels the
+        # reader once, as asyncio does, and its clean-up runs as written.)
+        streaming = asyncio.ensure_future(self.stream_response(send))
+        listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
         try:
-            # A send to a client that went away fails with OSError: a normal end here.
-            with contextlib.suppress(OSError):
-                await super().__call__(listening, receive, send)
+            await asyncio.wait((streaming, listening), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for task in (streaming, listening):
+                task.cancel()
+            for task in (streaming, listening):
+                # A send to a client that went away fails with OSError: a normal end here.
+                with contextlib.suppress(asyncio.CancelledError, OSError):
+                    await task
             await self._opened.aclose()
             await self._bodies.aclose()
             self._close()
