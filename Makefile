@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c co
 SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
+.PHONY: install run migrate dist dist-folder dist-service dist-python-client dist-typescript test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
 
 $(SERVE_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,28 @@ migrate: $(SERVE_STAMP)  ## bring EVENTLOG_DATABASE_URL to the newest migration
 constraints: $(STAMP)  ## rewrite constraints.txt from what .venv holds (after changing a dependency)
 	{ sed -n '/^#/p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
+
+# The release (README "Install"): what a user installs, and the Docker image too. Each wheel
+# is built from its sdist, in an isolated environment (python -m build), so a wheel holds
+# only what the sdist carries, never a stray file of this checkout. DIST=<dir> builds
+# elsewhere (tests/release builds once per test run, into a temporary folder, with -j3).
+DIST ?= dist
+
+dist: dist-service dist-python-client dist-typescript  ## build the release into dist/: the service's and the Python client's sdist and wheel, the TypeScript package's npm tarball
+	@ls -l $(DIST)
+
+dist-folder:
+	mkdir -p $(DIST) && rm -f $(DIST)/*.whl $(DIST)/*.tar.gz $(DIST)/*.tgz
+
+dist-service: $(STAMP) dist-folder
+	$(BIN)/python -m build --quiet --outdir $(DIST) .
+
+dist-python-client: $(STAMP) dist-folder
+	$(BIN)/python -m build --quiet --outdir $(DIST) clients/python
+
+dist-typescript: dist-folder
+	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error \
+		&& npm pack --silent --pack-destination $(abspath $(DIST)) >/dev/null
 
 test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and PostgreSQL, then the TypeScript package's (CI=true: nothing may skip)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

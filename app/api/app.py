@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import make_url
 
 from app import __version__, bootstrap, telemetry
@@ -47,7 +48,8 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
         async with state.container.running():
             yield
 
-    app = FastAPI(
+    # FastAPI whose /docs and /redoc pages load their scripts from this service, not a CDN.
+    app = FastAPIOffline(
         title="mcp-eventlog",
         version=__version__,
         summary="Durable stream generations and a safe Last-Event-ID resume verdict.",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import Scope
 
+from app import __version__
 from app.domain.append import Refusal
 from app.domain.outcomes import Appended, Decided, RetentionPass
 from app.service.observer import Observer
@@ -88,6 +89,12 @@ class Metrics(Observer):
             ["source"],
             registry=r,
         )
+        # The Prometheus idiom for "which release runs where": a constant 1 whose labels
+        # say it (joined onto other series with `* on(instance) group_left(version)`).
+        self.build_info = Gauge(
+            "eventlog_build_info", "The version of the service", ["version"], registry=r
+        )
+        self.build_info.labels(__version__).set(1)
         self.background_failures = Counter(
             "eventlog_background_task_failures",
             "Background tasks that died and were restarted",
