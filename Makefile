@@ -113,15 +113,27 @@ bench-quick: $(STAMP) bench-tools  ## the same at small sizes (under a minute; C
 # .venv/tools so that no Prometheus server is installed. apt needs root.
 PROMTOOL := $(VENV)/tools/usr/bin/promtool
 
+# Debian's nginx (the load-balancer tests, tests/deploy/test_nginx.py) runs the very
+# configuration of deploy/nginx/ from a temporary prefix on a free loopback port; the
+# package's own daemon is never started by the tests (and apt's policy here starts none).
+#
 # Without root and apt-get this target only says so: those tests then skip with a clear
 # message, except under CI=true, where they fail.
-test-tools:  ## Chromium and promtool for the console and monitoring tests (apt; root)
+test-tools:  ## Chromium, nginx and promtool for the console, load-balancer and monitoring tests (apt; root)
 	@if command -v chromium >/dev/null; then :; \
 	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
 		echo "test-tools: no chromium, and apt-get cannot run here: the browser tests will skip"; \
 	else \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
+	fi
+	@if command -v nginx >/dev/null || test -x /usr/sbin/nginx; then :; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "test-tools: no nginx, and apt-get cannot run here: the load-balancer tests will skip"; \
+	else \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends nginx >/dev/null 2>&1 \
+		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends nginx >/dev/null; }; \
 	fi
 	@if command -v promtool >/dev/null || test -x $(PROMTOOL); then :; \
 	elif ! command -v apt-get >/dev/null; then \
