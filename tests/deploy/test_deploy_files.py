@@ -177,3 +177,14 @@ def test_the_compose_file_runs_postgresql_a_migrate_job_two_replicas_and_nginx()
         without_comments((DEPLOY / "nginx" / "eventlog.d" / "listen.conf").read_text()), "listen"
     )
     assert nginx["ports"] == [f"127.0.0.1:{listen}:{listen}"]
+
+
+def test_the_operations_page_shows_the_configuration_and_explains_each_directive() -> None:
+    page = (REPO / "docs" / "operations.md").read_text()
+    section = page.split("### Replicas behind nginx", 1)[1].split("\n## ", 1)[0]
+    shown = section.split("```nginx\n", 1)[1].split("```", 1)[0]
+    assert shown == CONFIG
+    explained = section.split("Line by line:", 1)[1]
+    used = set(re.findall(r"(?m)^\s*([a-z_]+)\s", without_comments(CONFIG)))
+    missing = sorted(name for name in used if f"`{name}" not in explained)
+    assert missing == [], f"docs/operations.md does not explain {missing}"
