@@ -208,6 +208,12 @@ def mcp_streams(served: Served) -> int:
     return len(listed["streams"])
 
 
+# The examples exercise the installed clients; the service's database is the tour's
+# concern, so they run once, against the SQLite instance (the CI budget is tight).
+ONCE = pytest.mark.parametrize("served", ["sqlite"], indirect=True)
+
+
+@ONCE
 async def test_the_python_example_runs_from_the_installed_client(
     served: Served, client_python: Path, tmp_path: Path
 ) -> None:
@@ -240,6 +246,7 @@ async def test_the_python_example_runs_from_the_installed_client(
     assert mcp_streams(served) > before
 
 
+@ONCE
 async def test_the_typescript_example_runs_from_the_installed_tarball(
     served: Served, npm_project: Path
 ) -> None:
