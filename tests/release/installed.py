@@ -78,9 +78,12 @@ class Release:
 
 def build_release(folder: Path) -> Release:
     """`make dist DIST=folder`: the release target itself, not a copy of its commands."""
+    # A make of its own: not a sub-make of `make test` (whose jobserver it cannot reach).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(
         ["make", "--no-print-directory", "-j3", "dist", f"DIST={folder}"],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         check=False,

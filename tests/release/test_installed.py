@@ -43,7 +43,7 @@ from tests.support.databases import (
     postgres_reachable,
     postgres_required,
 )
-from tests.support.processes import free_port
+from tests.support.processes import REPO, free_port
 
 pytestmark = pytest.mark.process
 
@@ -109,6 +109,16 @@ def test_the_artifacts_carry_the_versions_of_their_sources(release: Release) -> 
     assert release.client_wheel.name == f"mcp_eventlog_client-{client_version()}-py3-none-any.whl"
     assert release.only("mcp_eventlog_client-*.tar.gz").name.endswith(f"-{client_version()}.tar.gz")
     assert release.npm_tarball.name == f"mcp-eventlog-{npm_version()}.tgz"
+
+
+def test_the_readme_names_the_artifacts_as_built(release: Release) -> None:
+    section = readme_section("Installing a release")
+    built = sorted(path.name for path in release.folder.iterdir())
+    assert len(built) == 5
+    for name in built:
+        assert f"`{name}`" in section or f"dist/{name}" in section, name
+    client_readme = (REPO / "clients" / "python" / "README.md").read_text()
+    assert release.client_wheel.name in client_readme
 
 
 def test_the_service_runs_from_its_environment_not_the_checkout(

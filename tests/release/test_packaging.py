@@ -10,6 +10,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from app.storage.migrate import head_revision, migrations_dir
 from tests.release.installed import Release, user_environment
 from tests.support.processes import REPO
@@ -69,3 +71,10 @@ def test_developers_alembic_upgrade_head_still_works(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert f"-> {head_revision()}" in done.stderr
+
+
+def test_eventlog_migrations_dir_still_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTLOG_MIGRATIONS_DIR", str(tmp_path))
+    assert migrations_dir() == tmp_path
