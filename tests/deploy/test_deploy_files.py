@@ -68,13 +68,20 @@ def one(text: str, name: str) -> str:
     return value
 
 
+def parts(pattern: str, text: str) -> tuple[str, ...]:
+    """The groups of `pattern` matching the whole of `text` (an error when it does not)."""
+    match = re.fullmatch(pattern, text)
+    assert match is not None, f"{text!r} is not {pattern}"
+    return match.groups()
+
+
 def seconds(value: str) -> float:
-    number, unit = re.fullmatch(r"(\d+)([smh]?)", value).groups()  # type: ignore[union-attr]
+    number, unit = parts(r"(\d+)([smh]?)", value)
     return int(number) * SECONDS[unit]
 
 
 def size(value: str) -> int:
-    number, unit = re.fullmatch(r"(\d+)([kmg]?)", value.lower()).groups()  # type: ignore[union-attr]
+    number, unit = parts(r"(\d+)([kmg]?)", value.lower())
     return int(number) * UNITS[unit]
 
 
@@ -102,7 +109,7 @@ async def test_the_proxys_413_is_the_services_own_problem(tmp_path: Path) -> Non
     assert one(SERVER, "error_page") == "413 @body_too_large"
     refusal = block("location @body_too_large")
     assert one(refusal, "default_type") == "application/problem+json"
-    status, body = re.fullmatch(r"(\d+) '(.*)'", one(refusal, "return")).groups()  # type: ignore[union-attr]
+    status, body = parts(r"(\d+) '(.*)'", one(refusal, "return"))
     app = create_app(Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", keys=()))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
@@ -167,7 +174,7 @@ def test_the_compose_file_runs_postgresql_a_migrate_job_two_replicas_and_nginx()
     for name in ("replica-a", "replica-b"):
         assert nginx["depends_on"][name]["condition"] == "service_healthy"
     # The replicas nginx balances are the compose file's, on the image's port.
-    port = re.search(r"EVENTLOG_PORT=(\d+)", (REPO / "Dockerfile").read_text()).group(1)  # type: ignore[union-attr]
+    [port] = re.findall(r"EVENTLOG_PORT=(\d+)", (REPO / "Dockerfile").read_text())
     replicas = (DEPLOY / "nginx" / "eventlog.d" / "replicas.conf").read_text()
     assert directives(without_comments(replicas), "server") == [
         f"replica-a:{port}",

@@ -1,10 +1,10 @@
 """The release as a user gets it: the artifacts `make dist` builds, each installed outside
 the repository, and the installed programs run from there.
 
-Nothing here imports or runs the checkout's code: the processes get an environment without
-`PYTHONPATH`, `EVENTLOG_*` or a virtual environment of ours, and a working directory in a
-temporary folder, so a file the artifacts lack is missing for them as it would be for a
-user.
+The programs started here never reach the checkout's code: they get an environment
+without `PYTHONPATH`, `EVENTLOG_*` or a virtual environment of ours, and a working
+directory in a temporary folder, so a file the artifacts lack is missing for them as it
+would be for a user.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def fresh_virtualenv(where: Path, *requirements: str) -> Path:
 
     The environment is made without pip of its own and installed into by this
     interpreter's pip (`pip --python`): the same pip a user runs, a few seconds less per
-    environment. The constraints are the release's tested versions (README, "Install").
+    environment. The constraints are the release's tested versions (README, "Installing
+    a release").
     """
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python"
