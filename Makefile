@@ -48,9 +48,10 @@ test-typescript: $(STAMP)  ## the TypeScript package (clients/typescript): npm c
 soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing): ~10 min
 	EVENTLOG_SOAK=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app and the Python client; tsc and prettier on the TypeScript one
+lint: $(STAMP)  ## ruff check, ruff format --check, the import contracts (lint-imports), mypy --strict on app and the Python client; tsc and prettier on the TypeScript one
 	$(BIN)/ruff check app tests migrations clients/python bench
 	$(BIN)/ruff format --check app tests migrations clients/python bench
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy --strict app
 	$(BIN)/mypy --strict -p mcp_eventlog_client
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run lint
