@@ -25,8 +25,7 @@ from mcp.shared.message import ClientMessageMetadata
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
 from tests.mcp.conftest import Deployment
-from tests.support.processes import free_port
-from tests.support.running import eventlog_service, mcp_server
+from tests.support.processes import eventlog_service, free_port, mcp_server
 
 pytestmark = pytest.mark.process
 

@@ -19,7 +19,7 @@ from mcp_eventlog_client.mcp import RESUME_REFUSED
 
 from tests.mcp.conftest import Deployment
 from tests.support.mcp_server import result_text
-from tests.support.running import mcp_server
+from tests.support.processes import mcp_server
 from tests.support.ts_harness import Line, TsClient, ts_client
 
 pytestmark = pytest.mark.process

@@ -32,7 +32,8 @@ from tests.support.ledger import (
     check_generation,
     read_generation,
 )
-from tests.support.server_process import ServerProcess, soak_enabled
+from tests.support.processes import ServerProcess
+from tests.support.soak import soak_enabled
 
 pytestmark = pytest.mark.process
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,31 +19,15 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.storage.migrate import upgrade
 from tests.support import private_postgres
 from tests.support.app import app_client, make_settings
 from tests.support.ledger import Batch, GenerationLedger, check_generation, read_generation
-from tests.support.server_process import ServerProcess, soak_enabled
+from tests.support.processes import ServerProcess
+from tests.support.soak import soak_enabled
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
 RECOVERY_TIMEOUT = 30.0
-
-
-@pytest.fixture
-def private_pg() -> Iterator[private_postgres.PrivatePostgres]:
-    """A migrated database on a PostgreSQL server this test alone may stop."""
-    problem = private_postgres.available()
-    if problem is not None:
-        pytest.skip(f"cannot run a private PostgreSQL: {problem}")
-    # Not under tmp_path: the `postgres` user must reach it, and pytest's dirs are private.
-    server = private_postgres.PrivatePostgres(Path(tempfile.mkdtemp(prefix="eventlog-pg-")))
-    try:
-        server.create()
-        upgrade(server.url)
-        yield server
-    finally:
-        server.destroy()
 
 
 @dataclass
