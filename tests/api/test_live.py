@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.databases import backend_database
+from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.processes import eventlog_service, running_server
 from tests.support.sse import WAIT, Reader, control, reading
 
@@ -33,10 +33,7 @@ SERVER_ENV = {
 }
 
 
-@pytest.fixture(
-    scope="module",
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
-)
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a service process on the backend of the param."""
     workdir = tmp_path_factory.mktemp("live")

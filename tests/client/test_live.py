@@ -31,7 +31,7 @@ from mcp_eventlog_client import (
     ValidationFailed,
 )
 
-from tests.support.databases import backend_database
+from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.processes import eventlog_service
 from tests.support.transports import DropStreamOnce, RefuseConnections
 
@@ -48,10 +48,7 @@ SERVER_ENV = {
 TRANSPORTS = ["default", "httpx"]
 
 
-@pytest.fixture(
-    scope="module",
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
-)
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a service process on the backend of the param."""
     workdir = tmp_path_factory.mktemp("client-live")

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from tests.support.databases import backend_database
+from tests.support.databases import BACKEND_PARAMS, backend_database
+from tests.support.deployment import Deployment
 from tests.support.processes import eventlog_service, mcp_server
 
 
-@dataclass(frozen=True)
-class Deployment:
-    """A running service and an MCP server storing its streams there."""
-
-    eventlog: str
-    mcp: str
-
-
-@pytest.fixture(
-    scope="module",
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
-)
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def deployment(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:

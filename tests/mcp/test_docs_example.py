@@ -13,7 +13,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp.conftest import Deployment
+from tests.support.deployment import Deployment
 from tests.support.processes import REPO, ServerProcess, free_port
 
 pytestmark = pytest.mark.process

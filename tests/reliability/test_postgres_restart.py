@@ -17,11 +17,10 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.support import private_postgres
 from tests.support.app import app_client, make_settings
-from tests.support.ledger import Batch, GenerationLedger, check_generation, read_generation
+from tests.support.ledger import Batch, GenerationLedger, check_generation, read_generations
 from tests.support.processes import ServerProcess
 from tests.support.soak import soak_enabled
 
@@ -101,16 +100,12 @@ async def outage(pg: private_postgres.PrivatePostgres, http: httpx.AsyncClient, 
 async def verify(url: str, writers: list[PatientWriter]) -> list[str]:
     """Every acknowledged event stored, no partial batch, counters agreeing."""
     problems: list[str] = []
-    engine = create_async_engine(url)
-    try:
-        async with engine.connect() as conn:
-            for writer in writers:
-                assert writer.gen is not None
-                stored = await read_generation(conn, writer.gen.token)
-                assert stored is not None
-                problems += check_generation(writer.gen, stored)
-    finally:
-        await engine.dispose()
+    stored_of = await read_generations(url, [w.gen.token for w in writers if w.gen is not None])
+    for writer in writers:
+        assert writer.gen is not None
+        stored = stored_of[writer.gen.token]
+        assert stored is not None
+        problems += check_generation(writer.gen, stored)
     return problems
 
 

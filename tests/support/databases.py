@@ -23,6 +23,9 @@ from app.storage.schema import metadata
 from tests.support.needs import under_ci
 
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+# The params of a module's fixture that serves both backends (`backend_database`); the
+# PostgreSQL one is marked, so `-m "not postgresql"` leaves it out.
+BACKEND_PARAMS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql))
 
 
 def postgres_server_url() -> str:
