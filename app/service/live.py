@@ -45,9 +45,10 @@ from app.service.eventlog import EventLogService
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath, Step
 from app.settings import Settings
+from app.storage.changes import Appended, Changes
 from app.storage.errors import StorageError, UnknownStream
 from app.storage.records import EventPage, GenerationRecord
-from app.storage.wakeups import Appended, Changes, WakeupSource
+from app.storage.wakeups import WakeupSource
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from sqlalchemy.sql.dml import ReturningUpdate
 
 from app.domain.append import AppendRefused, EventBody, GenerationState, overlap, plan_append
 from app.storage import generations, schema
+from app.storage.changes import Appended, touched
 from app.storage.errors import AppendRefusedError
 from app.storage.records import AppendResult, EventPage, EventRecord, GenerationRecord, Tombstoned
 from app.storage.schema import events
-from app.storage.wakeups import Appended, touched
 
 # Pages are read in chunks so that a page's memory is bounded by its byte budget, not by
 # its event count times the largest event allowed.

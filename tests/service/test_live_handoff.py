@@ -17,8 +17,8 @@ from app.domain.decision import Reason
 from app.service.live import EventFrame, Frame, Hub, ResetFrame
 from app.service.observer import Observer
 from app.settings import Settings
+from app.storage.changes import Appended, take_touched, touched
 from app.storage.records import EventRecord, GenerationRecord
-from app.storage.wakeups import Appended, take_touched, touched
 from tests.support.app import started_app, state_of
 
 TENANT = "default"
