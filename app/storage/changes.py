@@ -22,7 +22,7 @@ _TOUCHED = "eventlog.touched"
 
 
 @dataclass(frozen=True, slots=True)
-class Appended:
+class TailAppend:
     """Events a transaction appended at the tail of one generation, and that generation
     as the transaction left it: this process's readers get them without reading them back."""
 
@@ -35,11 +35,11 @@ class Appended:
         return self.events[0].seq - 1
 
 
-Changes = dict[int, Appended | None]
+Changes = dict[int, TailAppend | None]
 """The streams a transaction changed; for each, what it appended when that is all it did."""
 
 
-def touched(conn: Connection, stream_pk: int, appended: Appended | None = None) -> None:
+def touched(conn: Connection, stream_pk: int, appended: TailAppend | None = None) -> None:
     """Note that the running transaction changed the stream `stream_pk` (by `appended`,
     when that is the change: two appends in a row to one generation still are)."""
     changes: Changes = conn.info.setdefault(_TOUCHED, {})
@@ -54,7 +54,7 @@ def touched(conn: Connection, stream_pk: int, appended: Appended | None = None) 
         and before.events[-1].seq == appended.after
     )
     changes[stream_pk] = (
-        Appended(appended.generation, before.events + appended.events)
+        TailAppend(appended.generation, before.events + appended.events)
         if follows and before is not None and appended is not None
         else None
     )

@@ -18,7 +18,7 @@ from sqlalchemy.sql.dml import ReturningUpdate
 
 from app.domain.append import AppendRefused, EventBody, GenerationState, overlap, plan_append
 from app.storage import generations, schema
-from app.storage.changes import Appended, touched
+from app.storage.changes import TailAppend, touched
 from app.storage.errors import AppendRefusedError
 from app.storage.records import AppendResult, EventPage, EventRecord, GenerationRecord, Tombstoned
 from app.storage.schema import events
@@ -152,9 +152,9 @@ def _append_at_tail(
     return AppendResult(gen, start, len(batch), duplicate=False, evicted=0)
 
 
-def _appended(gen: GenerationRecord, rows: list[dict[str, Any]]) -> Appended | None:
+def _appended(gen: GenerationRecord, rows: list[dict[str, Any]]) -> TailAppend | None:
     events = tuple(EventRecord(row["seq"], row["event"], row["data"]) for row in rows)
-    return Appended(gen, events) if events else None
+    return TailAppend(gen, events) if events else None
 
 
 def _bodies(conn: Connection, gen_pk: int, seqs: range) -> dict[int, EventBody]:
