@@ -14,7 +14,9 @@ One SQLAlchemy Core implementation serves both databases (`generations`, `events
   LISTEN; SQLite: polling the file's `data_version`);
 - `insert_ignore`: `INSERT … ON CONFLICT DO NOTHING`, which SQLAlchemy spells per dialect;
 - `exclusive`: a lock held for a whole pass across replicas (PostgreSQL: an advisory lock;
-  SQLite serves one machine and serialises every write anyway).
+  SQLite serves one machine and serialises every write anyway);
+- `append_at_tail`: the common append as one guarded write; the shared two statements of
+  `app/storage/tail.py` unless the database has a better statement for it.
 
 `SELECT … FOR UPDATE [SKIP LOCKED]` is not here: SQLAlchemy renders it as nothing on SQLite,
 where the write transaction already holds the database lock. `app/storage/database.py`
@@ -30,12 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Column, Table, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
+from app.storage import tail
 from app.storage.transactions import Transactions
 from app.storage.wakeups import LocalCommits, WakeupSource
 
@@ -82,6 +85,15 @@ class Dialect(ABC):
     def exclusive(self, engine: AsyncEngine, key: int) -> AbstractAsyncContextManager[bool]:
         """Hold the lock `key` across replicas for a block; yields False when another
         process holds it."""
+
+    def append_at_tail(self, conn: Connection, at: tail.AtTail) -> RowMapping | None:
+        """The common append as one guarded write: the generation's row as the write left
+        it, or None, having written nothing, when the contract's rules do not let it
+        through as it stands (the caller then takes the full path).
+
+        Shared: one `UPDATE … RETURNING`, then one INSERT (`tail.two_statements`).
+        """
+        return tail.two_statements(conn, at)
 
     def bind(self, engine: Engine) -> None:
         """Make this the dialect `dialect_of` finds on every connection of `engine`."""
