@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Connection
 
-from app.domain.append import AppendRefused, EventBody, GenerationState, overlap, plan_append
+from app.domain.append import AppendRefused, EventBody, overlap, plan_append
 from app.storage import generations
 from app.storage.changes import TailAppend, touched
 from app.storage.dialect import dialect_of
@@ -55,14 +55,7 @@ def append(
         return fast
     gen = generations.get(conn, token, tenant=tenant, lock=True)
     generations.remember(gen)
-    state = GenerationState(
-        head_seq=gen.head_seq,
-        tail_seq=gen.tail_seq,
-        current=gen.current,
-        terminal=gen.terminal,
-        terminal_seq=gen.terminal_seq,
-        expired=gen.expired,
-    )
+    state = gen.state()
     claimed = overlap(state, first_seq, len(bodies))
     stored = _bodies(conn, gen.pk, claimed) if claimed else {}
     plan = plan_append(state, bodies, first_seq=first_seq, terminal=terminal, stored=stored)
