@@ -24,7 +24,7 @@ from app.admin_client import AdminClient
 from app.domain.outcomes import RetentionPass
 from app.logs import configure_logging, logging_config
 from app.settings import Settings
-from app.storage.dialect import dialect_for
+from app.storage.database import dialect_for
 from app.storage.migrate import upgrade
 
 log = logging.getLogger("app.cli")
