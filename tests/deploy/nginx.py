@@ -19,8 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from tests.support.needs import missing
 from tests.support.processes import REPO, free_port
 
 CONFIG = REPO / "deploy" / "nginx" / "eventlog.conf"
@@ -60,12 +59,9 @@ def binary() -> str | None:
 def require_nginx() -> str:
     """The nginx binary; skip without it, or fail under CI=true, where these tests must run."""
     found = binary()
-    if found is not None:
-        return found
-    reason = "nginx is not installed (run `make test-tools`: Debian's nginx package)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the load-balancer tests must run under CI=true: {reason}")
-    pytest.skip(reason)
+    if found is None:
+        missing("nginx for the load-balancer tests", "it is not installed (run `make test-tools`)")
+    return found
 
 
 @dataclass

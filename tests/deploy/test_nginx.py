@@ -48,7 +48,8 @@ from tests.support.databases import (
     postgres_required,
 )
 from tests.support.live_readers import WAIT, LiveReader, SseEvent, live_request, metric
-from tests.support.server_process import ServerProcess
+from tests.support.needs import missing
+from tests.support.processes import ServerProcess
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
@@ -85,9 +86,11 @@ class Stack:
 def _postgres() -> str:
     problem = postgres_reachable()
     if problem is not None:
-        if postgres_required():
-            pytest.fail(f"PostgreSQL is required (CI=true) but unreachable: {problem}")
-        pytest.skip(f"no PostgreSQL server: {problem}")
+        missing(
+            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
+            problem,
+            required=postgres_required(),
+        )
     return create_postgres_database()
 
 

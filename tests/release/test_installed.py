@@ -43,6 +43,7 @@ from tests.support.databases import (
     postgres_reachable,
     postgres_required,
 )
+from tests.support.needs import missing
 from tests.support.processes import REPO, free_port
 
 pytestmark = pytest.mark.process
@@ -88,9 +89,11 @@ def served(
         return
     problem = postgres_reachable()
     if problem is not None:
-        if postgres_required():
-            pytest.fail(f"PostgreSQL is required (CI=true) but unreachable: {problem}")
-        pytest.skip(f"no PostgreSQL server: {problem}")
+        missing(
+            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
+            problem,
+            required=postgres_required(),
+        )
     database_url = create_postgres_database()
     try:
         served = Served("", database_url, folder, service_python)
