@@ -25,7 +25,7 @@ _CODES = {
 
 class Alive(Health):
     """Liveness, and the version of the service that answers (which clients go with it:
-    the README's "Versions")."""
+    the README's "Which versions go together")."""
 
     version: str
 
