@@ -39,21 +39,9 @@ from app.api.limits import BodyBudget, BodyReader, ClientGone, HeldBody, has_bod
 from app.api.logs import incoming_request_id, log_request, request_id_set
 from app.api.media import check_declared, check_strict_json
 from app.api.metrics import Metrics, observe_request, route_template
-from app.api.problems import (
-    BodyTimeout,
-    BodyTooLarge,
-    Forbidden,
-    HostNotAllowed,
-    InvalidJson,
-    InvalidText,
-    OriginNotAllowed,
-    Overloaded,
-    Refused,
-    Unauthenticated,
-    internal_error,
-    refusal,
-)
+from app.api.problems import ErrorCarrier, answer, internal_error
 from app.api.text import printable
+from app.errors import EventLogError, HostNotAllowed, OriginNotAllowed
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,15 +53,6 @@ _SCOPE_OF_DEPENDENCY: dict[object, KeyScope] = {
     get_principal: KeyScope.WRITER,
 }
 _SCOPE_ORDER = (KeyScope.ADMIN, KeyScope.WRITER)
-_BODY_REFUSALS = (
-    Unauthenticated,
-    Forbidden,
-    BodyTooLarge,
-    BodyTimeout,
-    Overloaded,
-    InvalidJson,
-    InvalidText,
-)
 
 Headers = Mapping[bytes, bytes]
 
@@ -154,8 +133,8 @@ class FrontDoor:
                     check_strict_json(body)
             except ClientGone:
                 return {"type": "http.disconnect"}
-            except _BODY_REFUSALS as error:
-                raise Refused(error) from None
+            except EventLogError as error:
+                raise ErrorCarrier(error) from None
             return {"type": "http.request", "body": body, "more_body": False}
 
         return receive
@@ -243,9 +222,9 @@ class _Exchange:
             # Part of the answer is out: nothing to do but say why it stops short.
             log.exception("the response failed after it started", exc_info=error)
             return
-        try:
-            response = refusal(error)
-        except KeyError:
+        if isinstance(error, EventLogError):
+            response = answer(error)
+        else:
             log.exception("unhandled error", exc_info=error)
             response = internal_error()
         await response(scope, self.receive, self.send)

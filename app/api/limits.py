@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from starlette.types import Receive
 
-from app.api.problems import BodyTimeout, BodyTooLarge, Overloaded
+from app.errors import BodyTimeout, BodyTooLarge, Overloaded
 
 Headers = Mapping[bytes, bytes]
 

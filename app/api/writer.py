@@ -18,7 +18,7 @@ from app.api.schemas import (
     StreamResponse,
 )
 from app.domain.append import EventBody
-from app.service.errors import InvalidRequest
+from app.errors import InvalidRequest
 
 # Every writer route answers 401 without a valid key and 403 without the writer scope
 # (once keys are configured), so every one documents both.

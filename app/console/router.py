@@ -112,7 +112,7 @@ async def console_asset(asset: str, request: Request) -> Response:
 def _send(request: Request, name: str) -> Response:
     found = assets().get(name)
     if found is None:
-        refused = problem(404, "not_found", "the console has no such file")
+        refused = problem("not_found", "the console has no such file")
         refused.headers.update(SECURITY_HEADERS)
         return refused
     headers = {"ETag": found.etag, **SECURITY_HEADERS}

@@ -16,9 +16,9 @@ from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import ReturningUpdate
 
-from app.domain.append import AppendRefused, EventBody, GenerationState, overlap, plan_append
+from app.domain.append import EventBody, GenerationState, NotAppended, overlap, plan_append
+from app.errors import ConflictingBatch
 from app.storage import generations, schema
-from app.storage.errors import AppendRefusedError
 from app.storage.records import AppendResult, EventPage, EventRecord, GenerationRecord, Tombstoned
 from app.storage.schema import events
 from app.storage.wakeups import Appended, touched
@@ -59,8 +59,8 @@ def append(
     claimed = overlap(state, first_seq, len(batch))
     stored = _bodies(conn, gen.pk, claimed) if claimed else {}
     plan = plan_append(state, batch, first_seq=first_seq, terminal=terminal, stored=stored)
-    if isinstance(plan, AppendRefused):
-        raise AppendRefusedError(plan.refusal, plan.detail)
+    if isinstance(plan, NotAppended):
+        raise ConflictingBatch(plan.conflict, plan.detail)
     if plan.duplicate:
         return AppendResult(gen, plan.first_seq, plan.count, duplicate=True)
     rows = _event_rows(gen.pk, plan.first_seq, batch)
