@@ -22,6 +22,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from app.api.schemas import Problem
 from app.domain.append import AppendConflict
@@ -129,6 +130,8 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
 # One code, two answers: an append to an expired generation conflicts with its state (409,
 # as every refused append does), where a read of its events finds them gone (410).
 _APPEND_CONFLICT_EXPIRED = ProblemCode(409, "an append to a generation its time to live expired")
+_DENIAL = "websocket.http.response"  # the ASGI extension for a WebSocket denial response
+_POLICY_VIOLATION = 1008  # WebSocket close code
 # The framework's own errors, by status (anything else it raised would be a defect here).
 HTTP_ERROR_CODES: Mapping[int, str] = {
     400: "bad_request",
@@ -207,6 +210,18 @@ def answer(error: EventLogError) -> ProblemResponse:
     if row.logged is not None:
         log.log(row.logged, "%s: %s", error.code, error.detail)
     return problem(error.code, row.said or error.detail, row=row, members=error.members)
+
+
+async def send_problem(error: EventLogError, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer an error of the tree straight on the ASGI connection (a piece of the front door).
+
+    A WebSocket upgrade gets the same problem as a denial response where the server can
+    send one; elsewhere it is closed before it was accepted, which the server answers 403.
+    """
+    if scope["type"] == "websocket" and _DENIAL not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": _POLICY_VIOLATION, "reason": error.code})
+        return
+    await answer(error)(scope, receive, send)
 
 
 def internal_error() -> ProblemResponse:
