@@ -82,7 +82,10 @@ class BodyReader:
         if declared is not None:
             held.take(declared)
         try:
-            return await asyncio.wait_for(self._read(receive, declared, held), self.timeout)
+            # A timeout block, not `wait_for`: on Python 3.11 that runs the read in a task of
+            # its own, which costs a body request about a quarter of the front door's time.
+            async with asyncio.timeout(self.timeout):
+                return await self._read(receive, declared, held)
         except TimeoutError:
             raise BodyTimeout(f"the body took over {self.timeout:g}s") from None
 
