@@ -18,10 +18,10 @@ import uuid
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.logs import incoming_request_id, log_request, request_id_set
 from app.api.metrics import Metrics, observe_request, route_template
 from app.api.problems import answer, internal_error
 from app.errors import EventLogError
+from app.logs import incoming_request_id, log_request, request_id_set
 
 log = logging.getLogger(__name__)
 

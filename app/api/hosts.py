@@ -15,8 +15,8 @@ from collections.abc import Collection, Mapping
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.problems import send_problem
-from app.api.text import printable
 from app.errors import HostNotAllowed, NotAdmitted, OriginNotAllowed
+from app.text import printable
 
 Headers = Mapping[bytes, bytes]
 

@@ -15,10 +15,9 @@ from app.errors import (
     UnknownGeneration,
 )
 
-# Until the merge with the per-database storage modules, which are being moved meanwhile:
-# `storage/transactions.py` (its `_REFUSALS` tuple) and `storage/generations.py` still
-# import these from here. Once they import `app.errors` (the group commit catching
-# `Rejected`), this block goes.
+# Until the lead's merge: `storage/sqlite.py` (its `_REFUSALS` tuple) and
+# `storage/generations.py` still import these from here. Once they import `app.errors`
+# (the group commit catching `Rejected`), this block goes.
 AppendRefusedError = ConflictingBatch
 __all__ = [
     "AppendRefusedError",

@@ -23,8 +23,8 @@ from app.api.auth import Keyring
 from app.api.auth import Scope as KeyScope
 from app.api.deps import get_admin
 from app.api.keys import RouteKeys
-from app.api.logs import TEXT_FORMAT, TextFormatter
 from app.errors import Forbidden, Unauthenticated
+from app.logs import TEXT_FORMAT, TextFormatter
 from app.settings import Settings
 from tests.support.app import make_settings, started_app
 from tests.support.operators import ADMIN, WRITER_A, keyed_settings
