@@ -47,7 +47,7 @@ async def readyz(request: Request) -> Health | Response:
     if unready is None:
         return Health(status="ok")
     why, detail = unready
-    return problem(503, _CODES[why], detail, headers=_RETRY)
+    return problem(_CODES[why], detail, headers=_RETRY)
 
 
 @router.get("/metrics", response_class=Response)

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import Scope
 
 from app import __version__
-from app.domain.append import Refusal
-from app.domain.outcomes import Appended, Decided, RetentionPass
+from app.domain.append import AppendConflict
+from app.domain.outcomes import BatchAcknowledged, Decided, RetentionPass
 from app.service.observer import Observer
 
 UNMATCHED_ROUTE = "<unmatched>"
@@ -106,17 +106,17 @@ class Metrics(Observer):
         """Count a resume verdict by reason."""
         self.verdicts.labels(decided.verdict.value, decided.reason.value).inc()
 
-    def appended(self, appended: Appended) -> None:
+    def appended(self, appended: BatchAcknowledged) -> None:
         """Count an accepted batch, its events and what it evicted."""
         self.appends.labels(str(appended.duplicate).lower()).inc()
         if not appended.duplicate:
             self.appended_events.inc(appended.count)
             self.evicted_events.inc(appended.evicted)
 
-    def refused(self, refusal: Refusal) -> None:
+    def refused(self, refusal: AppendConflict) -> None:
         """Count a refused batch; `superseded` is also a fenced append."""
         self.refused_appends.labels(refusal.value).inc()
-        if refusal is Refusal.SUPERSEDED:
+        if refusal is AppendConflict.SUPERSEDED:
             self.fenced_appends.inc()
 
     def retention_ran(self, report: RetentionPass) -> None:
