@@ -7,26 +7,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import exc as sa_exc
 
-from app.errors import (
-    ConflictingBatch,
-    NotFound,
-    StorageFailed,
-    StorageUnavailable,
-    UnknownGeneration,
-)
-
-# Until the lead's merge: `storage/sqlite.py` (its `_REFUSALS` tuple) and
-# `storage/generations.py` still import these from here. Once they import `app.errors`
-# (the group commit catching `Rejected`), this block goes.
-AppendRefusedError = ConflictingBatch
-__all__ = [
-    "AppendRefusedError",
-    "NotFound",
-    "StorageUnavailable",
-    "UnknownGeneration",
-    "translated_errors",
-]
-
+from app.errors import StorageFailed, StorageUnavailable
 
 _UNAVAILABLE = (
     # A connection lost inside a transaction that was not rolled back yet: the database
