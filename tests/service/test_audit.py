@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app.domain.decision import decide
+from app.domain.ids import parse_event_id
 from app.domain.outcomes import Decided
 from app.errors import StorageUnavailable
 from app.service.audit import DecisionAudit
@@ -69,7 +70,7 @@ async def written(db: Database) -> list[DecisionEntry]:
 
 
 def malformed(claim: str) -> Decided:
-    decision = decide(claim, asked_stream="s1", generation=None)
+    decision = decide(parse_event_id(claim), asked_stream="s1", generation=None)
     return Decided("t1", "s1", claim, decision.verdict, decision.reason, None, 0)
 
 
