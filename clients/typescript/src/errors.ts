@@ -7,6 +7,8 @@
  * breaks an older client. The classes mirror the Python client's `errors.py`.
  */
 
+import { isJsonMediaType } from "./body.js";
+
 /**
  * A request the event-log service refused or could not answer.
  *
@@ -149,7 +151,11 @@ export class ServiceUnreachable extends EventLogError {
   static override readonly code = "unreachable";
 }
 
-/** A 2xx answer whose body is not what the contract promises (not JSON, missing fields). */
+/**
+ * An answer that is not the service's: a 2xx whose body is not what the contract promises
+ * (not JSON by its type or its bytes, over `maxResponseBytes`, missing fields), or a redirect
+ * (never followed). `status` is the answer's. Never retried.
+ */
 export class InvalidResponse extends EventLogError {
   static override readonly code = "invalid_response";
 }
@@ -191,11 +197,17 @@ export function errorFor(status: number, code: string, detail: string): EventLog
   return new cls(status, code, detail);
 }
 
-/** Read a refused response's body: a problem when there is one, else its bare status. */
-export function errorFromBody(status: number, statusText: string, body: string): EventLogError {
+/** Read a refused response's body: a problem when it is one (JSON by its `Content-Type`, with
+ *  a string `code`), else its bare status as `http_error`. */
+export function errorFromBody(
+  status: number,
+  statusText: string,
+  body: string,
+  contentType: string | null = "application/problem+json",
+): EventLogError {
   let problem: unknown;
   try {
-    problem = JSON.parse(body);
+    problem = isJsonMediaType(contentType) ? JSON.parse(body) : undefined;
   } catch {
     problem = undefined;
   }

@@ -23,7 +23,13 @@ import { BoundedMap } from "./bounded.js";
 import { EventLogClient } from "./client.js";
 import type { ConnectionOptions } from "./connection.js";
 import { encodeMessage, MessageAssembler } from "./encoding.js";
-import { EventLogError, isRecord, Superseded, TerminalGeneration } from "./errors.js";
+import {
+  EventLogError,
+  InvalidResponse,
+  isRecord,
+  Superseded,
+  TerminalGeneration,
+} from "./errors.js";
 import type { GenerationReason, NewEvent, ResumeAnswer } from "./models.js";
 import { StreamNames } from "./names.js";
 import {
@@ -504,8 +510,10 @@ export class EventLogEventStore implements EventStore {
   }
 }
 
-/** Whether a failure to store says the service is down (so stop asking for a moment). */
+/** Whether a failure to store says the service is down or is not the service (so stop
+ *  asking for a moment). */
 function pausesStoring(error: unknown): boolean {
+  if (error instanceof InvalidResponse) return true;
   return !(error instanceof EventLogError) || error.status === 0 || error.status >= 500;
 }
 
