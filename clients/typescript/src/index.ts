@@ -1,6 +1,7 @@
 /**
  * mcp-eventlog: a typed client for the event-log service, and an `EventStore` for the MCP
- * TypeScript SDK that stores a session's SSE events in it and resumes only safely.
+ * TypeScript SDK (1.x and 2.x) that stores a session's SSE events in it and resumes only
+ * safely.
  *
  * `mcp-eventlog/client` is the client alone, without the store (and without the SDK's types).
  *
@@ -25,6 +26,7 @@ export {
 } from "./encoding.js";
 export { type Refusal, refusalMessage, RESUME_REFUSED, ResumeRefused } from "./refusal.js";
 export { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
+export type { EventId, McpEventStore, McpMessage, RequestId, SendEvent, StreamId } from "./sdk.js";
 export {
   EventLogEventStore,
   type EventLogEventStoreOptions,

@@ -9,8 +9,6 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 
-import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
-
 import {
   EventLogClient,
   EventLogError,
@@ -106,7 +104,7 @@ describe("an MCP session whose store points at a hostile service", () => {
   let session: TestClient | undefined;
 
   afterEach(async () => {
-    await session?.client.close();
+    await session?.close();
     await mcp?.close();
   });
 
@@ -122,12 +120,12 @@ describe("an MCP session whose store points at a hostile service", () => {
       session = await connectClient(mcp.url);
       for (const run of ["first", "second"]) {
         const tokens: string[] = [];
-        const result = await session.client.callTool(
-          { name: "steps", arguments: { run, count: 3 } },
-          CallToolResultSchema,
+        const outcome = await session.call(
+          "steps",
+          { run, count: 3 },
           { onresumptiontoken: (token) => tokens.push(token) },
         );
-        assert.deepEqual(result.content, [{ type: "text", text: `${run} done` }]);
+        assert.deepEqual(outcome, { kind: "result", text: `${run} done` });
         assert.ok(tokens.length > 0 && tokens.every((t) => t.startsWith(UNSTORED_PREFIX)));
       }
       assert.deepEqual(session.notes, [...steps("first", 1, 3), ...steps("second", 1, 3)]);
