@@ -170,6 +170,49 @@ export class ServiceConnection {
     };
   }
 
+  /**
+   * Open a `text/event-stream` answer (a live read) and return it, its body unread: the
+   * caller reads it, bounded (`sse.ts`). `signal` governs the whole exchange; the caller
+   * aborts it to end the stream. Never retried. A refusal throws its `EventLogError`; a
+   * redirect, or a 2xx that is not an event stream, throws `InvalidResponse`; no answer
+   * throws `ServiceUnreachable`.
+   */
+  async openStream(
+    path: string,
+    headers: Readonly<Record<string, string>>,
+    signal: AbortSignal,
+  ): Promise<Response> {
+    let response: Response;
+    const init: RequestInit = {
+      method: "GET",
+      headers: { ...this.headers, accept: "text/event-stream", ...headers },
+      signal,
+      redirect: "manual",
+    };
+    try {
+      response = await this.fetch(this.baseUrl + path, init);
+    } catch (error) {
+      throw new ServiceUnreachable(0, ServiceUnreachable.code, describe(error), { cause: error });
+    }
+    const { status } = response;
+    const type = response.headers.get("content-type") ?? "";
+    const redirect = status >= 300 && status < 400;
+    const streaming = type.split(";", 1)[0]?.trim().toLowerCase() === "text/event-stream";
+    if (status >= 200 && status < 300 && streaming) return response;
+    if (redirect || (status >= 200 && status < 300)) {
+      await response.body?.cancel().catch(() => undefined);
+      const why = `the answer is ${type || "untyped"}, not an event stream: is the service's URL right?`;
+      throw (redirect ? unacceptable(response) : undefined) ?? invalid(status, why);
+    }
+    let text: BodyText;
+    try {
+      text = await readBody(response, ERROR_BODY_BYTES);
+    } catch (error) {
+      throw new ServiceUnreachable(0, ServiceUnreachable.code, describe(error), { cause: error });
+    }
+    throw errorFromBody(status, response.statusText, text.text, type);
+  }
+
   private url(request: ServiceRequest): string {
     const url = this.baseUrl + request.path;
     if (!request.params) return url;

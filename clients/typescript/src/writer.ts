@@ -49,6 +49,7 @@ export {
   UnsupportedMediaType,
   ValidationFailed,
 } from "./errors.js";
+export type { FollowOptions, LiveEvent } from "./live.js";
 export type {
   AppendResult,
   EventPage,

@@ -11,7 +11,8 @@
  * - `redirect-307`, `redirect-302`: a redirect to the same path on another host (127.0.0.2),
  *   where a recorder answers every request as the service would and records what it got;
  * - `sse-endless`: a live stream whose first line never ends; `sse-garbage`: a live stream of
- *   malformed frames; `sse-html`: a live route answering HTML.
+ *   malformed frames; `sse-silent`: a live stream that says nothing after `retry:`;
+ *   `sse-html`: a live route answering HTML.
  *
  * It prints one JSON line when listening: `{"port", "recorderPort"}`. `GET /_state` answers
  * `{"received": [{method, path, body}], "sent": {<mode>: bytes written}}`.
@@ -109,6 +110,10 @@ function serveMode(
           "event: reset\ndata: [1, 2\n\n",
       );
       drip(res, mode, ":");
+      return;
+    case "sse-silent":
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("retry: 1000\n");
       return;
     case "sse-html":
       res.writeHead(200, { "content-type": "text/html" }).end("<html>Please sign in</html>");
