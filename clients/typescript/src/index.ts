@@ -26,7 +26,28 @@ export {
 } from "./encoding.js";
 export { type Refusal, refusalMessage, RESUME_REFUSED, ResumeRefused } from "./refusal.js";
 export { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
-export type { EventId, McpEventStore, McpMessage, RequestId, SendEvent, StreamId } from "./sdk.js";
+export type {
+  EventId,
+  McpEventStore,
+  McpMessage,
+  McpServerEventBus,
+  RequestId,
+  SendEvent,
+  ServerEvent,
+  StreamId,
+} from "./sdk.js";
+export {
+  type BusStats,
+  EventLogServerEventBus,
+  type EventLogServerEventBusOptions,
+} from "./bus.js";
+export {
+  BUS_EVENT_TYPE,
+  BUS_STREAM_PREFIX,
+  busStreamId,
+  decodeServerEvent,
+  encodeServerEvent,
+} from "./bus-convention.js";
 export {
   EventLogEventStore,
   type EventLogEventStoreOptions,

@@ -12,12 +12,13 @@ import { after, afterEach, before, describe, it } from "node:test";
 import {
   EventLogClient,
   EventLogError,
+  EventLogServerEventBus,
   InvalidResponse,
   ServiceUnreachable,
   UNSTORED_PREFIX,
 } from "../src/index.js";
 import { HostileService } from "./support/hostile.js";
-import { connectClient, McpFixture, steps, type TestClient } from "./support/mcp.js";
+import { connectClient, Logbook, McpFixture, steps, type TestClient } from "./support/mcp.js";
 import { timed } from "./support/wait.js";
 
 const CAP = 1_048_576;
@@ -135,6 +136,32 @@ describe("an MCP session whose store points at a hostile service", () => {
       assert.ok(mcp.logbook.has("warn", /went out unstored/));
       assert.deepEqual(mcp.transportErrors, []);
       assert.deepEqual((await hostile.state()).received, []);
+    });
+  }
+});
+
+describe("a bus whose service is hostile", () => {
+  for (const mode of ["html", "huge", "redirect-307"]) {
+    it(`${mode}: publishes are dropped and counted, the follower never throws, nothing is sent elsewhere`, async () => {
+      const logger = new Logbook();
+      const bus = new EventLogServerEventBus({
+        baseUrl: hostile.url(mode),
+        retry: NO_RETRY,
+        maxResponseBytes: CAP,
+        logger,
+      });
+      try {
+        const start = await failure(bus.start());
+        assert.ok(start instanceof InvalidResponse, `${start.name}: ${start.message}`);
+        bus.subscribe(() => assert.fail("nothing can be heard"));
+        bus.publish({ kind: "resource_updated", uri: "file:///secret.md" });
+        await bus.flush();
+        assert.deepEqual([bus.stats.published, bus.stats.publishFailures], [0, 1]);
+        assert.ok(logger.has("warn", /publishing to mcp-bus\.default failed/));
+        assert.deepEqual((await hostile.state()).received, []);
+      } finally {
+        await bus.close();
+      }
     });
   }
 });
