@@ -14,7 +14,17 @@
  */
 
 import { type BodyText, ERROR_BODY_BYTES, isJsonMediaType, NotUtf8, readBody } from "./body.js";
-import { errorFromBody, EventLogError, InvalidResponse, ServiceUnreachable } from "./errors.js";
+import {
+  DeadlineExceeded,
+  errorFromBody,
+  EventLogError,
+  InvalidResponse,
+  MalformedResponse,
+  Redirected,
+  ResponseTooLarge,
+  ServiceUnreachable,
+  UnexpectedContentType,
+} from "./errors.js";
 
 /** Where the service is when neither an option nor `EVENTLOG_URL` says. */
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -117,10 +127,8 @@ export class ServiceConnection {
       if (outcome.kind === "answer") return outcome.body;
       if (outcome.kind === "invalid") throw outcome.error;
       if (outcome.kind === "refused" && (outcome.error.status < 500 || last)) throw outcome.error;
-      if (outcome.kind === "unreachable" && last) {
-        const detail = describe(outcome.cause);
-        throw new ServiceUnreachable(0, ServiceUnreachable.code, detail, { cause: outcome.cause });
-      }
+      if (outcome.kind === "unreachable" && last)
+        throw unreachable(outcome.cause, outcome.timedOut);
       const retryAfter = outcome.kind === "refused" ? outcome.retryAfterMs : undefined;
       await sleep(retryDelayMs(this.retry, attempt, retryAfter), request.signal);
     }
@@ -153,13 +161,19 @@ export class ServiceConnection {
     } catch (error) {
       // The caller's own abort is not the service's fault: never retried, never "unreachable".
       if (request.signal?.aborted) throw request.signal.reason;
-      if (error instanceof NotUtf8) return invalidOutcome(response?.status ?? 0, error.message);
-      return { kind: "unreachable", cause: error };
+      if (error instanceof NotUtf8) {
+        return { kind: "invalid", error: malformed(response?.status ?? 0, error.message) };
+      }
+      return { kind: "unreachable", cause: error, timedOut: timeout.aborted };
     }
     const { status, statusText } = response;
     if (status >= 200 && status < 300) {
       if (!text.complete) {
-        return invalidOutcome(status, `the answer is over ${this.maxResponseBytes} bytes`);
+        const detail = `the answer is over ${this.maxResponseBytes} bytes`;
+        return {
+          kind: "invalid",
+          error: new ResponseTooLarge(status, ResponseTooLarge.code, detail),
+        };
       }
       return parseJson(status, text.text);
     }
@@ -192,7 +206,8 @@ export class ServiceConnection {
     try {
       response = await this.fetch(this.baseUrl + path, init);
     } catch (error) {
-      throw new ServiceUnreachable(0, ServiceUnreachable.code, describe(error), { cause: error });
+      if (signal.aborted && signal.reason instanceof EventLogError) throw signal.reason;
+      throw unreachable(error, false);
     }
     const { status } = response;
     const type = response.headers.get("content-type") ?? "";
@@ -202,13 +217,17 @@ export class ServiceConnection {
     if (redirect || (status >= 200 && status < 300)) {
       await response.body?.cancel().catch(() => undefined);
       const why = `the answer is ${type || "untyped"}, not an event stream: is the service's URL right?`;
-      throw (redirect ? unacceptable(response) : undefined) ?? invalid(status, why);
+      throw (
+        (redirect ? unacceptable(response) : undefined) ??
+        new UnexpectedContentType(status, UnexpectedContentType.code, why)
+      );
     }
     let text: BodyText;
     try {
       text = await readBody(response, ERROR_BODY_BYTES);
     } catch (error) {
-      throw new ServiceUnreachable(0, ServiceUnreachable.code, describe(error), { cause: error });
+      if (signal.aborted && signal.reason instanceof EventLogError) throw signal.reason;
+      throw unreachable(error, false);
     }
     throw errorFromBody(status, response.statusText, text.text, type);
   }
@@ -230,7 +249,7 @@ type Outcome =
       readonly error: EventLogError;
       readonly retryAfterMs?: number | undefined;
     }
-  | { readonly kind: "unreachable"; readonly cause: unknown };
+  | { readonly kind: "unreachable"; readonly cause: unknown; readonly timedOut: boolean };
 
 /** Why an answer is not the service's before its body is read: a redirect, or a 2xx that
  *  does not say it is JSON. Undefined when the body may be read. */
@@ -238,36 +257,42 @@ function unacceptable(response: Response): InvalidResponse | undefined {
   const { status } = response;
   if (status >= 300 && status < 400) {
     const location = response.headers.get("location") ?? "nowhere";
-    return invalid(
+    return new Redirected(
       status,
+      Redirected.code,
       `the answer is a redirect (${status} to ${location.slice(0, 200)}); redirects are never ` +
         "followed: is the service's URL right?",
     );
   }
   const type = response.headers.get("content-type");
   if (status >= 200 && status < 300 && !isJsonMediaType(type)) {
-    return invalid(
-      status,
-      `the answer is ${type ?? "untyped"}, not JSON: is the service's URL right?`,
-    );
+    const detail = `the answer is ${type ?? "untyped"}, not JSON: is the service's URL right?`;
+    return new UnexpectedContentType(status, UnexpectedContentType.code, detail);
   }
   return undefined;
 }
 
-function invalid(status: number, detail: string): InvalidResponse {
-  return new InvalidResponse(status, InvalidResponse.code, detail);
-}
-
-function invalidOutcome(status: number, detail: string): Outcome {
-  return { kind: "invalid", error: invalid(status, detail) };
+function malformed(status: number, detail: string): MalformedResponse {
+  return new MalformedResponse(status, MalformedResponse.code, detail);
 }
 
 function parseJson(status: number, text: string): Outcome {
   try {
     return { kind: "answer", body: JSON.parse(text) };
   } catch {
-    return invalidOutcome(status, `the answer is not JSON: ${text.slice(0, 200)}`);
+    return {
+      kind: "invalid",
+      error: malformed(status, `the answer is not JSON: ${text.slice(0, 200)}`),
+    };
   }
+}
+
+/** No answer: `DeadlineExceeded` when the attempt's deadline ran out, else unreachable. */
+function unreachable(cause: unknown, timedOut: boolean): ServiceUnreachable {
+  const detail = describe(cause);
+  return timedOut
+    ? new DeadlineExceeded(0, DeadlineExceeded.code, detail, { cause })
+    : new ServiceUnreachable(0, ServiceUnreachable.code, detail, { cause });
 }
 
 function retryAfterMs(value: string | null): number | undefined {

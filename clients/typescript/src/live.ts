@@ -11,11 +11,19 @@
  * Nothing the service sends is trusted to be well-formed or bounded: the connection must
  * open within the client's `timeoutMs`, then hear something (a keep-alive at least) every
  * `idleTimeoutMs`; a line or a frame over its limit, bytes that are not UTF-8 or a control
- * event that is not the contract's end the stream with `InvalidResponse`.
+ * event that is not the contract's end the stream with an `InvalidResponse` (`ResponseTooLarge`,
+ * `MalformedResponse`).
  */
 
 import type { ServiceConnection } from "./connection.js";
-import { EventLogError, InvalidResponse, isRecord, ServiceUnreachable } from "./errors.js";
+import {
+  DeadlineExceeded,
+  EventLogError,
+  isRecord,
+  MalformedResponse,
+  ResponseTooLarge,
+  ServiceUnreachable,
+} from "./errors.js";
 import { MalformedStream, readFrames, type SseFrame } from "./sse.js";
 
 /** One thing a live connection delivered. */
@@ -61,7 +69,7 @@ export async function* follow(
     ? AbortSignal.any([options.signal, watchdog.signal])
     : watchdog.signal;
   const silence = (ms: number, what: string) =>
-    setTimeout(() => watchdog.abort(new ServiceUnreachable(0, "unreachable", what)), ms);
+    setTimeout(() => watchdog.abort(new DeadlineExceeded(0, DeadlineExceeded.code, what)), ms);
   let timer = silence(connection.timeoutMs, `no answer within ${connection.timeoutMs} ms`);
   try {
     const headers: Record<string, string> = {};
@@ -97,7 +105,11 @@ export async function* follow(
     }
   } catch (error) {
     if (signal.aborted) throw signal.reason;
-    if (error instanceof MalformedStream) throw invalid(error.message);
+    if (error instanceof MalformedStream) {
+      throw error.tooLarge
+        ? new ResponseTooLarge(200, ResponseTooLarge.code, error.message)
+        : invalid(error.message);
+    }
     if (error instanceof EventLogError) throw error;
     const detail = error instanceof Error ? error.message : String(error);
     throw new ServiceUnreachable(0, ServiceUnreachable.code, detail, { cause: error });
@@ -107,8 +119,8 @@ export async function* follow(
   }
 }
 
-function invalid(detail: string): InvalidResponse {
-  return new InvalidResponse(200, InvalidResponse.code, detail);
+function invalid(detail: string): MalformedResponse {
+  return new MalformedResponse(200, MalformedResponse.code, detail);
 }
 
 /** A frame as the contract defines it: a data event (it has an id), or a control event. */

@@ -25,7 +25,11 @@ export interface SseLimits {
 
 /** A live stream that is not a well-formed, bounded event stream. */
 export class MalformedStream extends Error {
-  constructor(detail: string) {
+  /** `tooLarge`: a line or a frame over its limit (else the bytes are not well-formed). */
+  constructor(
+    detail: string,
+    readonly tooLarge = false,
+  ) {
     super(detail);
     this.name = "MalformedStream";
   }
@@ -65,7 +69,7 @@ export async function* readFrames(
     pending += text.slice(start);
     // UTF-16 units bound UTF-8 bytes from below, so this errs only towards refusing later.
     if (pending.length > limits.maxLineBytes) {
-      throw new MalformedStream(`a live stream line is over ${limits.maxLineBytes} bytes`);
+      throw new MalformedStream(`a live stream line is over ${limits.maxLineBytes} bytes`, true);
     }
   }
 }
@@ -90,7 +94,7 @@ class FrameBuilder {
     if (name === "data") {
       this.dataBytes += value.length + 1;
       if (this.dataBytes > this.maxFrameBytes) {
-        throw new MalformedStream(`a live frame is over ${this.maxFrameBytes} bytes of data`);
+        throw new MalformedStream(`a live frame is over ${this.maxFrameBytes} bytes of data`, true);
       }
       this.data.push(value);
     } else if (name === "event") {

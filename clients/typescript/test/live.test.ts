@@ -8,11 +8,14 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
 import {
+  DeadlineExceeded,
   EventLogClient,
   EventLogError,
-  InvalidResponse,
   type LiveEvent,
-  ServiceUnreachable,
+  MalformedResponse,
+  Redirected,
+  ResponseTooLarge,
+  UnexpectedContentType,
 } from "../src/index.js";
 import { MalformedStream, readFrames, type SseFrame } from "../src/sse.js";
 import { HostileService } from "./support/hostile.js";
@@ -155,7 +158,7 @@ describe("follow against a hostile service", () => {
     const error = await failure(
       collect(client("sse-endless").follow("s", { maxFrameBytes: 1_048_576 })),
     );
-    assert.ok(error instanceof InvalidResponse, error.message);
+    assert.ok(error instanceof ResponseTooLarge, error.message);
     assert.match(error.detail, /line is over 1048576 bytes/);
     const sent = (await hostile.state()).sent["sse-endless"] ?? 0;
     assert.ok(sent < 64 * 1_048_576, `the service sent ${sent} bytes before the client stopped`);
@@ -168,7 +171,7 @@ describe("follow against a hostile service", () => {
         for await (const event of client("sse-garbage").follow("s")) events.push(event);
       })(),
     );
-    assert.ok(error instanceof InvalidResponse, error.message);
+    assert.ok(error instanceof MalformedResponse, error.message);
     assert.match(error.detail, /control event is not the contract's|not a JSON object/);
     assert.deepEqual(
       events.map((e) => (e.kind === "event" ? e.data : e.kind)),
@@ -178,13 +181,13 @@ describe("follow against a hostile service", () => {
 
   it("silence past the idle timeout, HTML, and a redirect are typed errors", async () => {
     const silent = await failure(collect(client("sse-silent").follow("s", { idleTimeoutMs: 500 })));
-    assert.ok(silent instanceof ServiceUnreachable, silent.message);
+    assert.ok(silent instanceof DeadlineExceeded, silent.message);
     assert.match(silent.detail, /silent for 500 ms/);
     const html = await failure(collect(client("sse-html").follow("s")));
-    assert.ok(html instanceof InvalidResponse);
+    assert.ok(html instanceof UnexpectedContentType);
     assert.match(html.detail, /text\/html, not an event stream/);
     const redirect = await failure(collect(client("redirect-307").follow("s")));
-    assert.ok(redirect instanceof InvalidResponse);
+    assert.ok(redirect instanceof Redirected);
     assert.equal(redirect.status, 307);
     assert.deepEqual((await hostile.state()).received, []);
   });
