@@ -17,7 +17,7 @@ import type { ServerEvent } from "./sdk.js";
 export const BUS_STREAM_PREFIX = "mcp-bus.";
 export const BUS_EVENT_TYPE = "mcp-server-event";
 
-const NAME = /^[A-Za-z0-9._~:@=+-]{1,248}$/;
+const NAME = /^[A-Za-z0-9._~:@=+-]{1,240}$/;
 
 const METHODS = {
   tools_list_changed: "notifications/tools/list_changed",
@@ -32,8 +32,10 @@ const KINDS = new Map<string, ServerEvent["kind"]>(
 
 /** The stream id of the bus `name`. Throws for a name outside the stream id alphabet. */
 export function busStreamId(name = "default"): string {
-  if (!NAME.test(name)) {
-    throw new RangeError(`a bus name is 1-248 characters of A-Z a-z 0-9 . _ ~ : @ = + -`);
+  // "." and ".." are refused as the Python bus refuses them: clients that normalise paths
+  // cannot reach such a stream.
+  if (!NAME.test(name) || name === "." || name === "..") {
+    throw new RangeError(`a bus name is 1-240 characters of A-Z a-z 0-9 . _ ~ : @ = + -`);
   }
   return BUS_STREAM_PREFIX + name;
 }

@@ -16,7 +16,7 @@
  *
  * - **Fire-and-forget**, as the SDK's contract is: a replica that (re)starts starts at the
  *   tail, nothing is replayed to it; a replica that falls further behind than the retention
- *   (`maxEvents`) skips to the tail, and that is counted (`stats.fellBehind`, `stats.missed`)
+ *   (`maxEvents`) skips ahead, and that is counted (`stats.fellBehind`, `stats.missed`)
  *   and logged. A short disconnection loses nothing: the follower reconnects from its last id.
  * - **Publish never throws** (the SDK's `publish` returns nothing, and is called from tools):
  *   an event the service does not take (unreachable, refusing, not the service) is dropped,
@@ -80,7 +80,7 @@ export interface EventLogServerEventBusOptions extends ConnectionOptions {
   readonly client?: EventLogClient;
   /** The bus's name: its stream is `mcp-bus.<name>`; default `default`. */
   readonly name?: string;
-  /** Events the bus generation retains (its `max_events`); default 1,000. */
+  /** Events the bus generation retains (its `max_events`); default 10,000, as the Python bus. */
   readonly maxEvents?: number;
   /** The bus generation's time to live after its last write (the service's default when unset). */
   readonly ttlSeconds?: number;
@@ -133,7 +133,7 @@ export class EventLogServerEventBus implements McpServerEventBus {
     const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
     this.generation = new BusGeneration(this.client, this.streamId, {
       producer: options.producer ?? `mcp-bus:ts:${pid ?? "web"}`,
-      maxEvents: options.maxEvents ?? 1_000,
+      maxEvents: options.maxEvents ?? 10_000,
       ttlSeconds: options.ttlSeconds,
     });
     const report = (error: Error): void => this.report(error);

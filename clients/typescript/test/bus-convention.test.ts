@@ -34,6 +34,8 @@ describe("the bus convention", () => {
     assert.equal(busStreamId(), `${TABLE.stream_prefix}default`);
     assert.equal(busStreamId("fleet-1"), `${TABLE.stream_prefix}fleet-1`);
     assert.throws(() => busStreamId("no spaces"), RangeError);
+    assert.throws(() => busStreamId(".."), RangeError);
+    assert.throws(() => busStreamId("x".repeat(241)), RangeError);
   });
 
   it("every example is stored as exactly its data, and read back as its event", () => {
