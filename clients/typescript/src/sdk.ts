@@ -53,7 +53,7 @@ export type ServerEvent = (
   | { kind: "resource_updated"; uri: string }
 ) & {
   /** Forwarded notification params (the SDK stamps its own subscription id and the URI). */
-  params?: { [key: string]: unknown };
+  params?: { [key: string]: unknown } | undefined;
 };
 
 /** The SDK's `ServerEventBus` (2.x): where a 2026-07-28 server's change events travel. */

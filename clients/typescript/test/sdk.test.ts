@@ -9,9 +9,17 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 
 import type { EventStore as EventStoreV1 } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import type { EventStore as EventStoreV2 } from "@modelcontextprotocol/server";
+import {
+  type EventStore as EventStoreV2,
+  InMemoryServerEventBus,
+  type ServerEventBus,
+} from "@modelcontextprotocol/server";
 
-import { EventLogEventStore } from "../src/index.js";
+import {
+  EventLogEventStore,
+  EventLogServerEventBus,
+  type McpServerEventBus,
+} from "../src/index.js";
 import { packageRoot } from "./support/service.js";
 
 describe("both SDK generations", () => {
@@ -21,6 +29,13 @@ describe("both SDK generations", () => {
     const v2: EventStoreV2 = store;
     assert.equal(typeof v1.getStreamIdForEventId, "function");
     assert.equal(typeof v2.getStreamIdForEventId, "function");
+  });
+
+  it("the bus is the 2.x ServerEventBus, and takes the SDK's events", () => {
+    const bus: ServerEventBus = new EventLogServerEventBus({ baseUrl: "http://127.0.0.1:9" });
+    const sdks: McpServerEventBus = new InMemoryServerEventBus();
+    assert.equal(typeof bus.publish, "function");
+    assert.equal(typeof sdks.subscribe, "function");
   });
 
   it("the built types import neither SDK (a program installs only its own)", () => {
