@@ -10,7 +10,6 @@ act on the servers then.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +19,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import pytest
+
+from tests.support.needs import missing
 
 HARNESS = Path(__file__).resolve().parent / "ts_client"
 SDK_VERSION = "1.32.2"
@@ -31,9 +31,7 @@ def ensure_ts_client() -> str:
     """The path of `node`, with the harness's dependencies installed (`npm ci`)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Node and npm are required (CI=true) for the TypeScript client tests")
-        pytest.skip("no node/npm: the TypeScript client tests need them")
+        missing("Node and npm for the TypeScript client tests", "node or npm is not on PATH")
     installed = HARNESS / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
     if not installed.exists() or json.loads(installed.read_text())["version"] != SDK_VERSION:
         subprocess.run(
