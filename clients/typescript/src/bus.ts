@@ -24,7 +24,8 @@
  *   Appends are not retried: without `first_seq` (several publishers share the generation) a
  *   retry after a lost answer could store an event twice. `flush()` waits for what is queued.
  * - **One generation at a time**, the bus stream's current one while it is live; the first
- *   publisher (or follower) that finds none live opens one. An append refused `superseded`
+ *   publisher that finds none live opens one (a follower only when the stream has no
+ *   generation at all: one it opened could fence one a publisher has just appended to). An append refused `superseded`
  *   (another replica opened one at the same moment), `terminal`, `expired` or
  *   `unknown_generation` re-reads the stream and goes to its current generation, opening one
  *   only when none is live: concurrent openers never fence each other into a loop.
@@ -96,6 +97,9 @@ export interface EventLogServerEventBusOptions extends ConnectionOptions {
 }
 
 const MAX_BATCH = 100;
+/** Resets after which the service delivers the next generation opened, from seq 1: the
+ *  followed one is finished (`terminal`) or purged (`expired`), and publishers open anew. */
+const ENDED = new Set(["terminal", "expired"]);
 const FOLLOW_RETRY = { attempts: Number.POSITIVE_INFINITY, baseDelayMs: 50, maxDelayMs: 2_000 };
 
 type Listener = (event: ServerEvent) => void;
@@ -248,7 +252,7 @@ export class EventLogServerEventBus implements McpServerEventBus {
     let first = true;
     while (!this.stopping.signal.aborted) {
       try {
-        position ??= await this.generation.tail();
+        position ??= await this.generation.start();
         const connection = this.client.follow(this.streamId, {
           lastEventId: position,
           signal: this.stopping.signal,
@@ -265,11 +269,14 @@ export class EventLogServerEventBus implements McpServerEventBus {
           if (live.kind === "event") {
             position = live.id;
             this.deliver(live);
-          } else if (live.kind === "reset" && live.generation === null) {
+          } else if (live.kind === "reset" && live.generation === null && !ENDED.has(live.reason)) {
             // The service would wait for the next generation opened, while publishers go on
             // appending to the current one: go on in it instead.
-            position = await this.skipAhead(position, live.reason);
-            break;
+            const ahead = await this.skipAhead(position, live.reason);
+            if (ahead !== undefined) {
+              position = ahead;
+              break;
+            }
           }
         }
       } catch (error) {
@@ -290,26 +297,28 @@ export class EventLogServerEventBus implements McpServerEventBus {
   }
 
   /**
-   * A reset with nothing after it: the followed generation ended (`terminal`: nothing was
-   * lost) or what came after the position is gone (evicted, expired, a newer generation no
-   * longer whole: this replica fell behind the retention). On from the oldest event still
-   * retained when the generation is the same, else from the live generation's tail; what is
-   * skipped is counted.
+   * A reset with nothing after it, for a generation that is gone from under the follower
+   * (evicted, an eviction hole, a newer generation no longer whole: this replica fell behind
+   * the retention). On from the oldest event still retained in the live generation (the
+   * events skipped are counted when it is the same one); undefined when none is live: then
+   * the service's wait for the next generation is right. The follower never opens one here: a
+   * generation it opened could fence one a publisher has just appended to.
    */
-  private async skipAhead(position: string | undefined, reason: string): Promise<string> {
-    this.generation.forget();
-    const live = await this.generation.live();
+  private async skipAhead(
+    position: string | undefined,
+    reason: string,
+  ): Promise<string | undefined> {
+    const live = await this.generation.look();
+    if (live === undefined || live.terminal || live.expired) return undefined;
     const [token, seq] = (position ?? "").split(":");
     const same = token === live.token;
-    const next = same ? Math.max(live.headSeq - 1, Number(seq)) : live.tailSeq;
-    if (reason !== "terminal") {
-      this.stats.fellBehind += 1;
-      if (same) this.stats.missed += next - Number(seq);
-      this.logger.warn(
-        `mcp-eventlog: this replica fell behind ${this.streamId} (${reason}); ` +
-          `${same ? next - Number(seq) : "some"} event(s) skipped`,
-      );
-    }
+    const next = same ? Math.max(live.headSeq - 1, Number(seq)) : live.headSeq - 1;
+    this.stats.fellBehind += 1;
+    if (same) this.stats.missed += next - Number(seq);
+    this.logger.warn(
+      `mcp-eventlog: this replica fell behind ${this.streamId} (${reason}); ` +
+        `${same ? next - Number(seq) : "some"} event(s) skipped`,
+    );
     return `${live.token}:${next}`;
   }
 
@@ -357,7 +366,7 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** The bus stream's live generation, found (or opened) once and remembered. */
+/** The bus stream's live generation, found (or opened, by a publisher) once and remembered. */
 class BusGeneration {
   private token: string | undefined;
   private finding: Promise<Generation> | undefined;
@@ -373,15 +382,23 @@ class BusGeneration {
     return this.token ?? (await this.find()).token;
   }
 
-  /** `<token>:<tail_seq>` of the live generation: where a follower starts. */
-  async tail(): Promise<string> {
-    const generation = await this.find();
-    return `${generation.token}:${generation.tailSeq}`;
+  /**
+   * Where a follower starts: the tail of the stream's current generation, whatever its state
+   * (a finished one: the service then delivers the next generation opened). Only a stream
+   * with no generation at all gets one opened here, so that there is something to follow.
+   */
+  async start(): Promise<string> {
+    const current = (await this.look()) ?? (await this.find());
+    return `${current.token}:${current.tailSeq}`;
   }
 
-  /** The live generation (found or opened now, unless one is being looked for). */
-  live(): Promise<Generation> {
-    return this.find();
+  /** The stream's current generation as it is now (undefined: no stream yet). Opens nothing. */
+  async look(): Promise<Generation | undefined> {
+    const view = await this.client.stream(this.streamId).catch((error: unknown) => {
+      if (error instanceof UnknownStream) return undefined;
+      throw error;
+    });
+    return view?.current ?? undefined;
   }
 
   /** Forget `token` (or whatever is remembered): the next call reads the stream again. */
@@ -398,16 +415,12 @@ class BusGeneration {
   }
 
   private async lookOrOpen(): Promise<Generation> {
-    const view = await this.client.stream(this.streamId).catch((error: unknown) => {
-      if (error instanceof UnknownStream) return undefined;
-      throw error;
-    });
-    const current = view?.current;
+    const current = await this.look();
     const live = current && !current.terminal && !current.expired ? current : undefined;
     const generation =
       live ??
       (await this.client.openGeneration(this.streamId, {
-        reason: view === undefined ? "initial" : "reset",
+        reason: current === undefined ? "initial" : "reset",
         ...this.open,
       }));
     this.token = generation.token;
