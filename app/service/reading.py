@@ -17,7 +17,7 @@ from app.domain.decision import Decision, GenerationFacts, Reason, TerminalPolic
 from app.domain.ids import parse_event_id
 from app.domain.outcomes import Decided
 from app.domain.paging import PageRefusal, check_page
-from app.service.errors import PageRefused
+from app.errors import PageOutOfRange
 from app.settings import Settings
 from app.storage import events, generations
 from app.storage.database import Database
@@ -113,10 +113,12 @@ class ReadPath:
                 after=after, head_seq=gen.head_seq, tail_seq=gen.tail_seq, expired=gen.expired
             )
             if refusal is not None:
-                raise PageRefused(refusal, _page_detail(refusal, gen, after))
+                raise PageOutOfRange(refusal, _page_detail(refusal, gen, after))
             page = self._read(conn, gen, after, limit)
             if not page.contiguous:
-                raise PageRefused(PageRefusal.EVICTED, "events in the requested range are missing")
+                raise PageOutOfRange(
+                    PageRefusal.EVICTED, "events in the requested range are missing"
+                )
             return gen, page
 
         return await self._database.read(read)

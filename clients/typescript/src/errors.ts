@@ -5,7 +5,7 @@
  * EventLogError                 status, code, detail (programs match on the class or `.code`)
  * ├── ServiceRefusal            the service answered a problem (RFC 9457) with a stable `code`:
  * │   ├── Superseded, TerminalGeneration, SeqConflict, … one class per code of
- * │   │   tests/fixtures/problem-codes.json (`static status`: the status it documents)
+ * │   │   tests/fixtures/problem-codes.json (`static statuses`: the statuses it documents)
  * │   └── (a code this client does not know yet is a bare `ServiceRefusal`)
  * ├── HttpError                 a non-2xx answer without a problem body (a proxy's error page)
  * ├── ServiceUnreachable        no answer: connection refused or broken (status 0)
@@ -53,212 +53,212 @@ export class EventLogError extends Error {
 /** The service answered a problem with a stable `code`; each known code has a subclass. */
 export class ServiceRefusal extends EventLogError {
   static override readonly code: string = "refused";
-  /** The HTTP status the service documents for this code (0: none, for this base). */
-  static readonly status: number = 0;
+  /** The HTTP statuses the service documents for this code (none, for this base). */
+  static readonly statuses: readonly number[] = [];
 }
 
 /** 409: the generation is no longer its stream's current one; its appends are fenced. */
 export class Superseded extends ServiceRefusal {
   static override readonly code = "superseded";
-  static override readonly status = 409;
+  static override readonly statuses = [409];
 }
 
 /** 409: the generation is finished; nothing more can be appended to it. */
 export class TerminalGeneration extends ServiceRefusal {
   static override readonly code = "terminal";
-  static override readonly status = 409;
+  static override readonly statuses = [409];
 }
 
 /** 409: the batch overlaps stored events with different content (or unverifiable ones). */
 export class SeqConflict extends ServiceRefusal {
   static override readonly code = "seq_conflict";
-  static override readonly status = 409;
+  static override readonly statuses = [409];
 }
 
 /** 409: `firstSeq` is beyond `tailSeq + 1`. */
 export class SeqGap extends ServiceRefusal {
   static override readonly code = "seq_gap";
-  static override readonly status = 409;
+  static override readonly statuses = [409];
 }
 
 /** 409: a page was asked for after a seq the generation never reached. */
 export class BeyondTail extends ServiceRefusal {
   static override readonly code = "beyond_tail";
-  static override readonly status = 409;
+  static override readonly statuses = [409];
 }
 
 /** 404: no generation has this token (for this tenant). */
 export class UnknownGeneration extends ServiceRefusal {
   static override readonly code = "unknown_generation";
-  static override readonly status = 404;
+  static override readonly statuses = [404];
 }
 
 /** 404: no stream has this id (for this tenant). */
 export class UnknownStream extends ServiceRefusal {
   static override readonly code = "unknown_stream";
-  static override readonly status = 404;
+  static override readonly statuses = [404];
 }
 
 /** 404: no such route. */
 export class NotFound extends ServiceRefusal {
   static override readonly code = "not_found";
-  static override readonly status = 404;
+  static override readonly statuses = [404];
 }
 
 /** 410: events in the requested range were evicted; the service never skips them. */
 export class Evicted extends ServiceRefusal {
   static override readonly code = "evicted";
-  static override readonly status = 410;
+  static override readonly statuses = [410];
 }
 
-/** 410: the generation's events were purged by its time to live. */
+/** 410 on a read, 409 on an append: the generation's events were purged by its time to live. */
 export class Expired extends ServiceRefusal {
   static override readonly code = "expired";
-  static override readonly status = 410;
+  static override readonly statuses = [409, 410];
 }
 
 /** 413: an event's data is over the service's limit. */
 export class EventTooLarge extends ServiceRefusal {
   static override readonly code = "event_too_large";
-  static override readonly status = 413;
+  static override readonly statuses = [413];
 }
 
 /** 413: a batch holds more events than the service accepts at once. */
 export class BatchTooLarge extends ServiceRefusal {
   static override readonly code = "batch_too_large";
-  static override readonly status = 413;
+  static override readonly statuses = [413];
 }
 
 /** 413: the request body is over the service's limit. */
 export class BodyTooLarge extends ServiceRefusal {
   static override readonly code = "body_too_large";
-  static override readonly status = 413;
+  static override readonly statuses = [413];
 }
 
 /** 408: the request body arrived too slowly. */
 export class BodyTimeout extends ServiceRefusal {
   static override readonly code = "body_timeout";
-  static override readonly status = 408;
+  static override readonly statuses = [408];
 }
 
 /** 415: the body was not declared as JSON. */
 export class UnsupportedMediaType extends ServiceRefusal {
   static override readonly code = "unsupported_media_type";
-  static override readonly status = 415;
+  static override readonly statuses = [415];
 }
 
 /** 422: the body is not valid JSON. */
 export class InvalidJson extends ServiceRefusal {
   static override readonly code = "invalid_json";
-  static override readonly status = 422;
+  static override readonly statuses = [422];
 }
 
 /** 422: the request does not match the schema or breaks a rule of the contract. */
 export class ValidationFailed extends ServiceRefusal {
   static override readonly code = "validation_error";
-  static override readonly status = 422;
+  static override readonly statuses = [422];
 }
 
 /** 401: no key, or a key the service does not know. */
 export class Unauthorized extends ServiceRefusal {
   static override readonly code = "unauthorized";
-  static override readonly status = 401;
+  static override readonly statuses = [401];
 }
 
 /** 403: the key's scope does not allow this request. */
 export class Forbidden extends ServiceRefusal {
   static override readonly code = "forbidden";
-  static override readonly status = 403;
+  static override readonly statuses = [403];
 }
 
 /** 503: the service's database is unreachable or locked; nothing was stored. */
 export class DatabaseUnavailable extends ServiceRefusal {
   static override readonly code = "database_unavailable";
-  static override readonly status = 503;
+  static override readonly statuses = [503];
 }
 
 /** 500: the service's database failed; nothing was stored. */
 export class StorageFailed extends ServiceRefusal {
   static override readonly code = "storage_error";
-  static override readonly status = 500;
+  static override readonly statuses = [500];
 }
 
 /** 500: an unexpected error in the service. */
 export class InternalError extends ServiceRefusal {
   static override readonly code = "internal_error";
-  static override readonly status = 500;
+  static override readonly statuses = [500];
 }
 
 /** 400: the claim is not `<token>:<seq>` (the live route). */
 export class MalformedId extends ServiceRefusal {
   static override readonly code = "malformed_id";
-  static override readonly status = 400;
+  static override readonly statuses = [400];
 }
 
 /** 409: the token's stream is not the stream asked about (the live route). */
 export class CrossStream extends ServiceRefusal {
   static override readonly code = "cross_stream";
-  static override readonly status = 409;
+  static override readonly statuses = [409];
 }
 
 /** 409: the request names a stream ambiguously. */
 export class AmbiguousStream extends ServiceRefusal {
   static override readonly code = "ambiguous_stream";
-  static override readonly status = 409;
+  static override readonly statuses = [409];
 }
 
 /** 406: the client accepts none of the media types the route answers with. */
 export class NotAcceptable extends ServiceRefusal {
   static override readonly code = "not_acceptable";
-  static override readonly status = 406;
+  static override readonly statuses = [406];
 }
 
 /** 503: the process serves as many live readers as it may; retry later. */
 export class TooManyReaders extends ServiceRefusal {
   static override readonly code = "too_many_readers";
-  static override readonly status = 503;
+  static override readonly statuses = [503];
 }
 
 /** 400: the request is not well-formed HTTP for this route (e.g. two `Last-Event-ID` headers). */
 export class BadRequest extends ServiceRefusal {
   static override readonly code = "bad_request";
-  static override readonly status = 400;
+  static override readonly statuses = [400];
 }
 
 /** 405: the route does not answer this method. */
 export class MethodNotAllowed extends ServiceRefusal {
   static override readonly code = "method_not_allowed";
-  static override readonly status = 405;
+  static override readonly statuses = [405];
 }
 
 /** 421: the `Host` names no host this service answers as. */
 export class HostNotAllowed extends ServiceRefusal {
   static override readonly code = "host_not_allowed";
-  static override readonly status = 421;
+  static override readonly statuses = [421];
 }
 
 /** 403: a browser page of another origin sent the request. */
 export class OriginNotAllowed extends ServiceRefusal {
   static override readonly code = "origin_not_allowed";
-  static override readonly status = 403;
+  static override readonly statuses = [403];
 }
 
 /** 503: the process holds as many request bodies as it may; retry later. */
 export class Overloaded extends ServiceRefusal {
   static override readonly code = "overloaded";
-  static override readonly status = 503;
+  static override readonly statuses = [503];
 }
 
 /** 503 (`/readyz`): the database schema is not at the newest migration. */
 export class SchemaNotCurrent extends ServiceRefusal {
   static override readonly code = "schema_not_current";
-  static override readonly status = 503;
+  static override readonly statuses = [503];
 }
 
 /** 503 (`/readyz`): a background task of the service is not running. */
 export class BackgroundTaskDown extends ServiceRefusal {
   static override readonly code = "background_task_down";
-  static override readonly status = 503;
+  static override readonly statuses = [503];
 }
 
 /** A non-2xx answer without a problem body (a proxy's or a load balancer's page). */
@@ -316,7 +316,7 @@ export type RefusalClass = (new (
   detail: string,
 ) => ServiceRefusal) & {
   readonly code: string;
-  readonly status: number;
+  readonly statuses: readonly number[];
 };
 
 const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(

@@ -133,7 +133,7 @@ const PAIRINGS: readonly { server: Sdk; client: Sdk }[] = [
 ];
 
 /** The 1.x client's call ends at its timeout: short, so the table runs quickly. */
-const V1_TIMEOUT_MS = 1_500;
+const V1_TIMEOUT_MS = 1_000;
 
 /** The JSON-RPC messages of an SSE body. */
 function messages(body: string): Record<string, unknown>[] {
