@@ -51,8 +51,8 @@ import {
   UnknownStream,
 } from "./errors.js";
 import type { LiveEvent } from "./live.js";
-import type { Generation } from "./models.js";
-import type { StoreLogger } from "./reporting.js";
+import { BusGeneration } from "./bus-generation.js";
+import { Outage, type StoreLogger } from "./reporting.js";
 import type { McpServerEventBus, ServerEvent } from "./sdk.js";
 
 /** Counts a bus keeps (of this replica). */
@@ -364,91 +364,4 @@ function isBadClaim(error: unknown): boolean {
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** The bus stream's live generation, found (or opened, by a publisher) once and remembered. */
-class BusGeneration {
-  private token: string | undefined;
-  private finding: Promise<Generation> | undefined;
-
-  constructor(
-    private readonly client: EventLogClient,
-    private readonly streamId: string,
-    private readonly open: { producer: string; maxEvents: number; ttlSeconds?: number | undefined },
-  ) {}
-
-  /** The token to append to. */
-  async current(): Promise<string> {
-    return this.token ?? (await this.find()).token;
-  }
-
-  /**
-   * Where a follower starts: the tail of the stream's current generation, whatever its state
-   * (a finished one: the service then delivers the next generation opened). Only a stream
-   * with no generation at all gets one opened here, so that there is something to follow.
-   */
-  async start(): Promise<string> {
-    const current = (await this.look()) ?? (await this.find());
-    return `${current.token}:${current.tailSeq}`;
-  }
-
-  /** The stream's current generation as it is now (undefined: no stream yet). Opens nothing. */
-  async look(): Promise<Generation | undefined> {
-    const view = await this.client.stream(this.streamId).catch((error: unknown) => {
-      if (error instanceof UnknownStream) return undefined;
-      throw error;
-    });
-    return view?.current ?? undefined;
-  }
-
-  /** Forget `token` (or whatever is remembered): the next call reads the stream again. */
-  forget(token?: string): void {
-    if (token === undefined || this.token === token) this.token = undefined;
-  }
-
-  private find(): Promise<Generation> {
-    // One look at a time per process: concurrent publishes wait for the same answer.
-    this.finding ??= this.lookOrOpen().finally(() => {
-      this.finding = undefined;
-    });
-    return this.finding;
-  }
-
-  private async lookOrOpen(): Promise<Generation> {
-    const current = await this.look();
-    const live = current && !current.terminal && !current.expired ? current : undefined;
-    const generation =
-      live ??
-      (await this.client.openGeneration(this.streamId, {
-        reason: current === undefined ? "initial" : "reset",
-        ...this.open,
-      }));
-    this.token = generation.token;
-    return generation;
-  }
-}
-
-/** Logs an outage once, when it starts and when it ends, and hands each failure on. */
-class Outage {
-  private failures = 0;
-
-  constructor(
-    private readonly logger: StoreLogger,
-    private readonly what: string,
-    private readonly report: (error: Error) => void,
-  ) {}
-
-  failed(error: unknown, consequence: string): void {
-    if (this.failures === 0) {
-      this.logger.warn(`mcp-eventlog: ${this.what} failed (${describe(error)}); ${consequence}`);
-    }
-    this.failures += 1;
-    this.report(error instanceof Error ? error : new Error(String(error)));
-  }
-
-  recovered(): void {
-    if (this.failures === 0) return;
-    this.logger.info(`mcp-eventlog: ${this.what} again, after ${this.failures} failure(s)`);
-    this.failures = 0;
-  }
 }
