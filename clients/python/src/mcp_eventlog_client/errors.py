@@ -23,10 +23,7 @@ Which codes the service answers with, and their statuses, is one fact kept in
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, ClassVar
-
-import httpx
+from typing import ClassVar
 
 
 class EventLogError(Exception):
@@ -369,18 +366,3 @@ def refusal_classes() -> dict[str, type[ServiceRefusal]]:
 def error_for(status: int, code: str, detail: str) -> EventLogError:
     """The exception for a problem `code`; `ServiceRefusal` for a code this client lacks."""
     return _BY_CODE.get(code, ServiceRefusal)(status, code, detail)
-
-
-def error_from_response(response: httpx.Response) -> EventLogError:
-    """Read a refused (read) response: a problem body when there is one, else its status."""
-    if 300 <= response.status_code < 400:
-        where = response.headers.get("location", "")
-        return Redirected(response.status_code, Redirected.code, f"redirect to {where!r}")
-    body: Any = None
-    with contextlib.suppress(ValueError):
-        body = response.json()
-    if isinstance(body, dict) and isinstance(body.get("code"), str):
-        detail = body.get("detail")
-        return error_for(response.status_code, body["code"], str(detail or ""))
-    text = response.text[:200] or response.reason_phrase
-    return HttpError(response.status_code, HttpError.code, text)
