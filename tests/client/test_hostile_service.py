@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.processes import REPO, free_port
-from tests.support.running import process
+from tests.support.hostile_service import hostile_service
+from tests.support.processes import REPO
 
 pytestmark = pytest.mark.process
 
@@ -30,11 +30,7 @@ MEMORY_BOUND_MIB = 200
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The hostile fake service; yields its URL."""
-    port, other = free_port(), free_port()
-    log = tmp_path_factory.mktemp("hostile") / "hostile.log"
-    args = ["-m", "tests.support.hostile_service", "--port", str(port), "--other-port", str(other)]
-    url = f"http://127.0.0.1:{port}"
-    with process(args, {}, log, f"{url}/hostile/seen"):
+    with hostile_service(tmp_path_factory.mktemp("hostile")) as url:
         yield url
 
 

@@ -29,7 +29,12 @@ import asyncio
 import contextlib
 import json
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.support.processes import free_port
+from tests.support.running import process
 
 GiB = 1024**3
 MiB = 1024**2
@@ -212,6 +217,16 @@ async def main() -> None:
     )
     async with service, other:
         await asyncio.gather(service.serve_forever(), other.serve_forever())
+
+
+@contextmanager
+def hostile_service(workdir: Path) -> Iterator[str]:
+    """This fake service as a process; yields its base URL."""
+    port, other = free_port(), free_port()
+    args = ["-m", "tests.support.hostile_service", "--port", str(port), "--other-port", str(other)]
+    url = f"http://127.0.0.1:{port}"
+    with process(args, {}, workdir / f"hostile-{port}.log", f"{url}/hostile/seen"):
+        yield url
 
 
 if __name__ == "__main__":
