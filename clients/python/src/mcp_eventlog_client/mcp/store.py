@@ -72,9 +72,10 @@ class EventLogEventStore(EventStore):
       can never be resumed into the new one.
     - A store that fails (the service unreachable, slow past `store_timeout`, a refusal
       such as 413, an answer the client does not trust such as HTML from a proxy, a
-      message over `max_message_bytes`) never raises: the SDK still sends the message live with an id
-      `unstored:<random>`, the failure is logged and counted in `failures`, the generation
-      is marked broken, and the stream's next message opens a new generation. Every later
+      message over `max_message_bytes`) never raises: the SDK still sends the message
+      live with an id `unstored:<random>`, the failure is logged and counted in
+      `failures`, the generation is marked broken, and the stream's next message opens a
+      new generation. Every later
       resume from the placeholder or into the broken generation is refused (`reset`,
       reason `not_stored`), never answered with a gap. After a failure that says the
       service is down (unreachable, 5xx), stores fail fast for `outage_seconds`.
