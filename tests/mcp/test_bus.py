@@ -231,3 +231,23 @@ async def test_publish_never_raises_while_the_service_is_unreachable() -> None:
     # The first found the service down; the second failed fast, without waiting.
     assert bus.failures == {"unreachable": 1, "outage": 1}
     await bus.client.aclose()
+
+
+@pytest.mark.process
+async def test_publishers_racing_to_open_the_first_generation_all_get_through(
+    tmp_path: Path,
+) -> None:
+    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
+    with eventlog_service(database, tmp_path) as eventlog:
+        buses = [EventLogSubscriptionBus(eventlog) for _ in range(4)]
+        async with anyio.create_task_group() as tasks:
+            for index, bus in enumerate(buses):
+                for step in range(5):
+                    tasks.start_soon(bus.publish, ResourceUpdated(uri=f"{index}/{step}"))
+        view = await buses[0].client.stream(bus_stream())
+        for bus in buses:
+            await bus.client.aclose()
+    assert [bus.failures for bus in buses] == [{}] * 4
+    assert [bus.published for bus in buses] == [5] * 4
+    # Each found none and opened one at most once; the fenced ones moved to the current.
+    assert view.generations <= 4

@@ -123,6 +123,9 @@ class EventLogSubscriptionBus:
         self.listener_errors = 0
         self._listeners: dict[object, Listener] = {}
         self._generation: str | None = None
+        # One look-up (or opening) at a time: publishes racing on a fresh bus would
+        # otherwise each open a generation and supersede one another.
+        self._finding = anyio.Lock()
         self._outage_until = 0.0
         self._tasks: anyio.abc.TaskGroup | None = None
         self.following = anyio.Event()
@@ -197,19 +200,23 @@ class EventLogSubscriptionBus:
                 return
             except _FENCED as fenced:
                 log.info("bus generation %s refused an append (%s)", generation, fenced.code)
-                self._generation = None
+                if self._generation == generation:
+                    self._generation = None
         raise EventLogError(409, "fenced", "the bus generation kept changing under the append")
 
     async def _live_generation(self) -> str:
         """The stream's current generation when it is live, else a new one."""
-        current = await self._current()
-        if current is None:
-            current = await self.client.open_generation(
-                self.stream_id, producer=self.producer, max_events=self.max_events
-            )
-            log.info("opened bus generation %s of %s", current.token, self.stream_id)
-        self._generation = current.token
-        return current.token
+        async with self._finding:
+            if self._generation is not None:
+                return self._generation
+            current = await self._current()
+            if current is None:
+                current = await self.client.open_generation(
+                    self.stream_id, producer=self.producer, max_events=self.max_events
+                )
+                log.info("opened bus generation %s of %s", current.token, self.stream_id)
+            self._generation = current.token
+            return current.token
 
     async def _current(self) -> Generation | None:
         try:
