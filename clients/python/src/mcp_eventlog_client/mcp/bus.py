@@ -10,7 +10,10 @@ reaches a client listening on replica B:
     app = bus.asgi_app(server.streamable_http_app())  # follows the bus while it serves
 
 - `publish` appends the event to the bus stream (`mcp-bus.<name>`, see
-  `mcp_eventlog_client.mcp.bus_events`) and returns: it never raises for the service.
+  `mcp_eventlog_client.mcp.bus_events`) and returns once it is stored: it never raises
+  for the service. One append is in flight per bus; publishes made meanwhile go out
+  together in the next one, in order (the service's appends to one generation are
+  serialised on its row, so one append per event would queue up under load).
   The SDK's contract is fire-and-forget (its own bus never fails a publisher, and a
   dropped listen stream loses events by design), and a tool that changed a resource has
   done its work whether or not the notification got out; raising would turn that success
@@ -42,9 +45,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -54,6 +58,7 @@ from mcp.shared.subscriptions import ServerEvent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_eventlog_client import (
+    DeadlineExceeded,
     EventLogClient,
     EventLogError,
     Expired,
@@ -79,6 +84,17 @@ _FENCED = (Superseded, TerminalGeneration, Expired, UnknownGeneration)
 _FOLLOW_RETRY = RetryPolicy(attempts=3, base_delay=0.05, max_delay=0.5)
 _MAX_BACKOFF = 5.0
 _STARTUP_WAIT = 5.0
+_MAX_BATCH = 500  # under the service's EVENTLOG_MAX_BATCH_EVENTS (1,000 by default)
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One publish waiting for its append."""
+
+    data: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: EventLogError | None = None
+    abandoned: bool = False
 
 
 class EventLogSubscriptionBus:
@@ -122,6 +138,8 @@ class EventLogSubscriptionBus:
         self.undecodable = 0
         self.listener_errors = 0
         self._listeners: dict[object, Listener] = {}
+        self._queue: deque[_Entry] = deque()
+        self._in_flight: anyio.Event | None = None
         self._generation: str | None = None
         # One look-up (or opening) at a time: publishes racing on a fresh bus would
         # otherwise each open a generation and supersede one another.
@@ -139,17 +157,20 @@ class EventLogSubscriptionBus:
         if anyio.current_time() < self._outage_until:
             self._failed("outage", "the service was just found down")
             return
+        entry = _Entry(encode(event))
+        self._queue.append(entry)
         try:
             with anyio.fail_after(self.publish_timeout):
-                await self._append(encode(event))
+                await self._sent(entry)
         except TimeoutError:
+            entry.abandoned = True  # if not sent yet, it never will be
             self._outage_until = anyio.current_time() + self.outage_seconds
             self._failed("timeout", f"not stored within {self.publish_timeout:g} s")
             return
-        except EventLogError as error:
-            if error.status == 0 or error.status >= 500:
+        if entry.error is not None:
+            if entry.error.status == 0 or entry.error.status >= 500:
                 self._outage_until = anyio.current_time() + self.outage_seconds
-            self._failed(error.code, error.detail)
+            self._failed(entry.error.code, entry.error.detail)
             return
         self.published += 1
 
@@ -189,8 +210,49 @@ class EventLogSubscriptionBus:
 
     # -- publishing -------------------------------------------------------------------
 
-    async def _append(self, data: str) -> None:
-        events = [NewEvent(data, event=EVENT_TYPE)]
+    async def _sent(self, entry: _Entry) -> None:
+        """Wait until `entry` was appended (or failed), flushing the queue when no one is.
+
+        One append in flight per bus, carrying every event queued meanwhile: many
+        publishers of one replica share a round trip, and the appends of one generation
+        (one row the service updates per append) do not queue up behind each other.
+        """
+        while not entry.done.is_set():
+            if self._in_flight is None:
+                await self._flush()
+            else:
+                await self._in_flight.wait()
+
+    async def _flush(self) -> None:
+        """Append the events at the head of the queue (at most `_MAX_BATCH`), in order."""
+        self._in_flight = flushed = anyio.Event()
+        batch: list[_Entry] = []
+        error: EventLogError | None = None
+        try:
+            while self._queue and len(batch) < _MAX_BATCH:
+                entry = self._queue.popleft()
+                if not entry.abandoned:
+                    batch.append(entry)
+            # Shielded and bounded on its own: the publishers waiting on this batch must
+            # hear its outcome even when the one flushing it gives up waiting.
+            with anyio.CancelScope(shield=True):
+                try:
+                    with anyio.fail_after(self.publish_timeout):
+                        if batch:
+                            await self._append([entry.data for entry in batch])
+                except TimeoutError:
+                    error = DeadlineExceeded(0, DeadlineExceeded.code, "the append timed out")
+                except EventLogError as refused:
+                    error = refused
+        finally:
+            for entry in batch:
+                entry.error = error
+                entry.done.set()
+            self._in_flight = None
+            flushed.set()
+
+    async def _append(self, data: list[str]) -> None:
+        events = [NewEvent(one, event=EVENT_TYPE) for one in data]
         for _ in range(3):
             generation = self._generation or await self._live_generation()
             try:
