@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c co
 SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
+.PHONY: install run migrate test check test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
 
 $(SERVE_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and Postgre
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-typescript
 
+# The quick loop: pytest alone (no apt, no TypeScript suite), with pytest's own arguments.
+check: $(STAMP)  ## only pytest, with ARGS: make check ARGS="tests/api/test_writer.py -k resume"
+	$(BIN)/python -m pytest $(ARGS)
+
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
 	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
 
@@ -48,9 +52,10 @@ test-typescript: $(STAMP)  ## the TypeScript package (clients/typescript): npm c
 soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing): ~10 min
 	EVENTLOG_SOAK=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app and the Python client; tsc and prettier on the TypeScript one
+lint: $(STAMP)  ## ruff check, ruff format --check, the import contracts (lint-imports), mypy --strict on app and the Python client; tsc and prettier on the TypeScript one
 	$(BIN)/ruff check app tests migrations clients/python bench
 	$(BIN)/ruff format --check app tests migrations clients/python bench
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy --strict app
 	$(BIN)/mypy --strict -p mcp_eventlog_client
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run lint

@@ -36,7 +36,6 @@ from app.api.auth import Keyring
 from app.api.auth import Scope as KeyScope
 from app.api.deps import get_admin, get_principal
 from app.api.limits import BodyBudget, BodyReader, ClientGone, HeldBody, has_body
-from app.api.logs import incoming_request_id, log_request, request_id_set
 from app.api.media import check_declared, check_strict_json
 from app.api.metrics import Metrics, observe_request, route_template
 from app.api.problems import (
@@ -53,8 +52,9 @@ from app.api.problems import (
     internal_error,
     refusal,
 )
-from app.api.text import printable
+from app.logs import incoming_request_id, log_request, request_id_set
 from app.settings import Settings
+from app.text import printable
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,15 @@ class EventBody:
 
 @dataclass(frozen=True, slots=True)
 class GenerationState:
-    """The state of the generation being appended to, read under its write lock."""
+    """A generation's counters and marks, as the rules look at them: the append rules read
+    them under the generation's write lock, the resume decision (`GenerationFacts`, which
+    adds what it needs) in one snapshot."""
 
     head_seq: int
     tail_seq: int
     current: bool
     terminal: bool
-    terminal_seq: int | None
+    terminal_seq: int | None = None
     expired: bool = False
 
 

@@ -45,9 +45,10 @@ from app.service.eventlog import EventLogService
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath, Step
 from app.settings import Settings
+from app.storage.changes import Changes, TailAppend
 from app.storage.errors import StorageError, UnknownStream
 from app.storage.records import EventPage, GenerationRecord
-from app.storage.wakeups import Appended, Changes, WakeupSource
+from app.storage.wakeups import WakeupSource
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +195,8 @@ class Hub:
         self._fanout_per_reader = fanout_per_reader
         self._fanout_max = fanout_max
         self._pending: dict[int, asyncio.TimerHandle] = {}
-        self._handed: dict[int, Appended] = {}
-        self._handed_steps: dict[int, tuple[Appended, Step]] = {}
+        self._handed: dict[int, TailAppend] = {}
+        self._handed_steps: dict[int, tuple[TailAppend, Step]] = {}
         self._frames: RecentByIdentity[EventPage, tuple[EventFrame, ...]] = RecentByIdentity()
         self.shared = _SharedReads()
         self.readers = 0
@@ -565,7 +566,7 @@ class RecentByIdentity(Generic[K, V]):
 _HANDOFF_MAX_CHARS = 64 * 1024
 
 
-def _handable(appended: Appended) -> bool:
+def _handable(appended: TailAppend) -> bool:
     return sum(len(event.data) for event in appended.events) <= _HANDOFF_MAX_CHARS
 
 

@@ -66,16 +66,8 @@ class Step:
 
 def facts_of(gen: GenerationRecord, *, contiguous: bool | None = None) -> GenerationFacts:
     """What the decision needs to know of a stored generation (contiguity: its counters')."""
-    return GenerationFacts(
-        token=gen.token,
-        stream_id=gen.stream_id,
-        head_seq=gen.head_seq,
-        tail_seq=gen.tail_seq,
-        current=gen.current,
-        terminal=gen.terminal,
-        expired=gen.expired,
-        contiguous=gen.contiguous if contiguous is None else contiguous,
-    )
+    facts = gen.facts()
+    return facts if contiguous is None else replace(facts, contiguous=contiguous)
 
 
 class DecisionTracer(Protocol):

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from starlette.types import Message
 
-from app.api.logs import TEXT_FORMAT, TextFormatter
+from app.logs import TEXT_FORMAT, TextFormatter
 from app.settings import Settings
 from tests.support.app import make_settings, started_app
 from tests.support.operators import ADMIN, WRITER_A, keyed_settings

@@ -28,8 +28,7 @@ from mcp.shared.subscriptions import (
 from mcp_eventlog_client.mcp import EventLogSubscriptionBus
 from mcp_eventlog_client.mcp.bus_events import EVENT_TYPE, STREAM_PREFIX, bus_stream, decode, encode
 
-from tests.support.processes import REPO, free_port
-from tests.support.running import eventlog_service, process
+from tests.support.processes import REPO, ServerProcess, eventlog_service, free_port
 
 FIXTURE = REPO / "tests" / "fixtures" / "bus-convention.json"
 KINDS: dict[str, type[ServerEvent]] = {
@@ -69,10 +68,9 @@ def test_stored_data_that_is_not_a_server_event_decodes_to_nothing(data: str) ->
 def bus_server(eventlog: str, workdir: Path, *extra: str) -> Iterator[str]:
     """One replica: the bus test server on a free port; yields its base URL."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = ["-m", "tests.support.bus_server", "--port", str(port), "--eventlog", eventlog, *extra]
-    with process(args, {}, workdir / f"bus-{port}.log", f"{url}/test/bus"):
-        yield url
+    argv = ["-m", "tests.support.bus_server", "--port", str(port), "--eventlog", eventlog, *extra]
+    with ServerProcess.program(argv, port=port, log_path=workdir / f"bus-{port}.log") as server:
+        yield server.base_url
 
 
 async def record(replica: str) -> dict[str, Any]:

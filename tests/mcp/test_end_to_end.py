@@ -24,9 +24,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ClientMessageMetadata
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.conftest import Deployment
-from tests.support.processes import free_port
-from tests.support.running import eventlog_service, mcp_server
+from tests.support.deployment import Deployment, open_gate, service
+from tests.support.processes import eventlog_service, free_port, mcp_server
 
 pytestmark = pytest.mark.process
 
@@ -148,20 +147,6 @@ def text_of(result: types.CallToolResult) -> str:
     content = result.content[0]
     assert isinstance(content, types.TextContent)
     return content.text
-
-
-async def open_gate(deployment: Deployment, name: str) -> None:
-    """Let the MCP server's tool or replays that wait on `name` go on."""
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{deployment.mcp}/test/gates/{name}")).raise_for_status()
-
-
-async def service(deployment: Deployment, method: str, path: str, body: Any = None) -> Any:
-    """Call the event-log service directly (as an operator or another writer would)."""
-    async with httpx.AsyncClient(base_url=deployment.eventlog) as http:
-        response = await http.request(method, path, json=body)
-        response.raise_for_status()
-        return response.json()
 
 
 async def test_a_stream_closed_by_the_server_resumes_exactly_once_in_order(

@@ -18,7 +18,7 @@ import pytest
 
 from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.hostile_service import hostile_service
-from tests.support.running import mcp_server
+from tests.support.processes import mcp_server
 
 pytestmark = pytest.mark.process
 

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.conftest import Deployment
+from tests.support.deployment import Deployment, open_gate, service
 from tests.support.mcp_server import result_text
-from tests.support.running import mcp_server
+from tests.support.processes import mcp_server
 from tests.support.ts_harness import Line, TsClient, ts_client
 
 pytestmark = pytest.mark.process
@@ -35,20 +34,6 @@ def sdk(request: pytest.FixtureRequest) -> str:
     """The TypeScript SDK generation driving the test."""
     name: str = request.param
     return name
-
-
-async def open_gate(deployment: Deployment, name: str) -> None:
-    """Let the MCP server's tool or replays that wait on `name` go on."""
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{deployment.mcp}/test/gates/{name}")).raise_for_status()
-
-
-async def service(deployment: Deployment, method: str, path: str, body: Any = None) -> Any:
-    """Call the event-log service directly (as an operator or another writer would)."""
-    async with httpx.AsyncClient(base_url=deployment.eventlog) as http:
-        response = await http.request(method, path, json=body)
-        response.raise_for_status()
-        return response.json()
 
 
 def only(lines: list[Line]) -> Line:

@@ -33,8 +33,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.processes import free_port
-from tests.support.running import process
+from tests.support.processes import ServerProcess, free_port
 
 GiB = 1024**3
 MiB = 1024**2
@@ -223,10 +222,10 @@ async def main() -> None:
 def hostile_service(workdir: Path) -> Iterator[str]:
     """This fake service as a process; yields its base URL."""
     port, other = free_port(), free_port()
-    args = ["-m", "tests.support.hostile_service", "--port", str(port), "--other-port", str(other)]
-    url = f"http://127.0.0.1:{port}"
-    with process(args, {}, workdir / f"hostile-{port}.log", f"{url}/hostile/seen"):
-        yield url
+    argv = ["-m", "tests.support.hostile_service", "--port", str(port), "--other-port", str(other)]
+    log = workdir / f"hostile-{port}.log"
+    with ServerProcess.program(argv, port=port, log_path=log) as server:
+        yield server.base_url
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ moment of the call (a token, a progress step) and act on the servers then.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -22,7 +21,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import pytest
+
+from tests.support.needs import missing
 
 HARNESS = Path(__file__).resolve().parent / "ts_client"
 SDKS = {
@@ -37,9 +37,7 @@ def ensure_ts_client() -> str:
     """The path of `node`, with the harness's dependencies installed (`npm ci`)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Node and npm are required (CI=true) for the TypeScript client tests")
-        pytest.skip("no node/npm: the TypeScript client tests need them")
+        missing("Node and npm for the TypeScript client tests", "node or npm is not on PATH")
     if not all(_installed(package) == version for package, version in SDKS.values()):
         subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
