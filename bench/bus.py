@@ -151,13 +151,40 @@ def suite(plan: Plan, workdir: Path) -> Results:
     return out
 
 
+def table(result: Results | None) -> str:
+    """The bus rows of the report (markdown)."""
+    if not result:
+        return "Bus: not measured in this run."
+    lines = [
+        f"Bus: publish → listener latency at {result['rate']:.0f} events/s "
+        f"(goal p99 ≤ {result['goal_p99_ms']:.0f} ms)",
+        "",
+        "| bus | p50 | p99 | publish returned p50 / p99 | arrived |",
+        "|---|---|---|---|---|",
+    ]
+    names = {
+        "sdk_in_process": "SDK InMemorySubscriptionBus (one process)",
+        "sqlite_one_service": "EventLogSubscriptionBus, 2 buses, 1 service, SQLite",
+        "postgresql_replicas": "EventLogSubscriptionBus, 2 buses, 2 services, PostgreSQL",
+    }
+    for key, name in names.items():
+        row = result.get(key)
+        if row:
+            lines.append(
+                f"| {name} | {row['p50_ms']:.2f} ms | {row['p99_ms']:.2f} ms | "
+                f"{row['publish_p50_ms']:.2f} / {row['publish_p99_ms']:.2f} ms | "
+                f"{row['arrived']:,}/{row['events']:,} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     """`python -m bench.bus [--quick]`: this suite alone."""
     parser = argparse.ArgumentParser(prog="bench.bus", description=__doc__)
     parser.add_argument("--quick", action="store_true")
     plan = QUICK if parser.parse_args().quick else FULL
     with TemporaryDirectory(prefix="eventlog-bench-bus-") as workdir:
-        suite(plan, Path(workdir))
+        print(table(suite(plan, Path(workdir))))
 
 
 if __name__ == "__main__":
