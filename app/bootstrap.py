@@ -13,17 +13,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from app.errors import StorageError
 from app.service.admin import AdminService
 from app.service.audit import DecisionAudit
 from app.service.background import Background
 from app.service.eventlog import EventLogService
-from app.service.live import Hub, LiveReads
+from app.service.fanout import Fanout
+from app.service.live import LiveReads
 from app.service.observer import Observer, Observers
 from app.service.reading import ReadPath
 from app.service.retention import RetentionWorker
 from app.settings import Settings
 from app.storage.database import Database
-from app.storage.errors import StorageError
 from app.storage.migrate import head_revision
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class Container:
     admin: AdminService
     audit: DecisionAudit
     retention: RetentionWorker
-    hub: Hub
+    fanout: Fanout
     live: LiveReads
     background: Background
     tracing: Tracing | None = None
@@ -108,14 +109,15 @@ def build(
     reads = ReadPath(database, settings, tracing)
     retention = RetentionWorker(database, settings, observer=observer)
     eventlog = EventLogService(database, reads, settings, observer)
-    hub = Hub(
+    fanout = Fanout(
         database.wakeup_sources(),
         observer,
+        max_readers=settings.live_max_readers,
         fanout_per_reader=settings.live_fanout_ms_per_reader / 1000,
         fanout_max=settings.live_fanout_max_ms / 1000,
     )
     background = Background(observer)
-    background.add("live-wakeups", hub.run)
+    background.add("live-wakeups", fanout.run)
     if settings.decision_log:
         background.add("decision-audit-flusher", audit.run)
     if settings.retention_interval_seconds > 0:
@@ -129,8 +131,8 @@ def build(
         admin=AdminService(database, reads, audit, retention),
         audit=audit,
         retention=retention,
-        hub=hub,
-        live=LiveReads(eventlog, reads, hub, settings, observer),
+        fanout=fanout,
+        live=LiveReads(eventlog, reads, fanout, settings, observer),
         background=background,
         tracing=tracing,
     )

@@ -1,8 +1,9 @@
 """Live reads over HTTP: `GET /v1/streams/{stream_id}/live` as Server-Sent Events.
 
-The use case (`app/service/live.py`) decides the claim and yields frames; this module
-checks what the client accepts, renders frames as SSE text and runs the response so that
-a client that goes away is noticed at once (its reader slot and watch freed).
+The use case (`app/service/live.py`) decides the claim and yields frames, encoded by the
+fan-out with this module's renderer (once per page for a crowd); this module only checks
+what the client accepts, renders frames as SSE text and runs the response so that a
+client that goes away is noticed at once (its reader slot and watch freed).
 """
 
 from __future__ import annotations
@@ -14,22 +15,15 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import LiveDep, PrincipalDep, SettingsDep
 from app.api.params import StreamId
-from app.api.problems import NotAcceptable, problem_responses
+from app.api.problems import problem_responses
 from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
-from app.service.live import (
-    SHARED_MAX_CHARS,
-    EndFrame,
-    EventFrame,
-    Frame,
-    Heartbeat,
-    RecentByIdentity,
-    ResetFrame,
-)
+from app.errors import NotAcceptable
+from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 
 router = APIRouter(prefix="/v1", tags=["live"], responses=problem_responses(401, 403))
 
@@ -65,7 +59,8 @@ async def follow_stream(
     # An empty header is what a client with no id would send if it sent one: no claim.
     claim = last_event_id_header or last_event_id or None
     follow = await live.follow(principal.tenant, stream_id, claim)
-    return EventStreamResponse(live.frames(follow), follow.close, settings.live_retry_ms)
+    bodies = live.bodies(follow, rendered)
+    return EventStreamResponse(bodies, follow.close, settings.live_retry_ms)
 
 
 def accepts_event_stream(accept: str | None) -> bool:
@@ -118,37 +113,44 @@ def _render_control(frame: ResetFrame | EndFrame | Heartbeat) -> str:
     return ": keep-alive\n"
 
 
-class EventStreamResponse(Response):
+def rendered(batch: Sequence[Frame]) -> bytes:
+    """A batch of frames as the bytes of an SSE body chunk (the fan-out keeps the bytes of
+    a page's frames for every reader given that page)."""
+    return "".join(render(frame) for frame in batch).encode()
+
+
+class EventStreamResponse(StreamingResponse):
     """A `text/event-stream` response fed by a live read, until it ends or the client goes.
 
-    The body is written as the reader's frames come (never buffered); a client that
-    disconnects ends it at once, and `close` (which frees the reader slot) runs in every
-    case, even when not a single frame was read.
+    Starlette's `StreamingResponse` (its headers, no `content-length`, its
+    `stream_response` and `listen_for_disconnect`); only the race between the two is this
+    class's, so that `close` (which frees the reader slot) runs in every case, even when
+    not a single frame was read.
     """
 
     media_type = EVENT_STREAM
 
-    def __init__(
-        self,
-        frames: AsyncGenerator[Sequence[Frame]],
-        close: Callable[[], None],
-        retry_ms: int,
-    ) -> None:
-        # Not Response.__init__: it would declare `content-length: 0` for the empty body.
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),  # proxies such as nginx: do not buffer
-        ]
-        self._frames = frames
+    def __init__(self, bodies: AsyncGenerator[bytes], close: Callable[[], None], retry_ms: int):
+        self._opened = _opened_with(f"retry: {retry_ms}\n".encode(), bodies)
+        super().__init__(
+            self._opened,
+            headers={
+                "cache-control": "no-cache",
+                "x-accel-buffering": "no",  # proxies such as nginx: do not buffer
+            },
+        )
+        self._bodies = bodies
         self._close = close
-        self._retry_ms = retry_ms
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        streaming = asyncio.ensure_future(self._stream(send))
-        listening = asyncio.ensure_future(_disconnected(receive))
+        # Not StreamingResponse.__call__: under ASGI >= 2.4 it stops listening for
+        # `http.disconnect` and notices a gone client only when a send fails, and a live
+        # reader may send nothing for a heartbeat (15 s); it must free its slot and watch at
+        # once. (Under 2.3 it races the two in an anyio task group, whose cancellation
+        # repeats at every await until the task ends; here a gone client cancels the
+        # reader once, as asyncio does, and its clean-up runs as written.)
+        streaming = asyncio.ensure_future(self.stream_response(send))
+        listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
         try:
             await asyncio.wait((streaming, listening), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -158,39 +160,13 @@ class EventStreamResponse(Response):
                 # A send to a client that went away fails with OSError: a normal end here.
                 with contextlib.suppress(asyncio.CancelledError, OSError):
                     await task
-            await self._frames.aclose()
+            await self._opened.aclose()
+            await self._bodies.aclose()
             self._close()
 
-    async def _stream(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        # No blank line after it, for the same reason as the heartbeat's: it applies anyway.
-        await _body(send, f"retry: {self._retry_ms}\n")
-        async for batch in self._frames:
-            await _body(send, rendered(batch))
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-
-# The readers given the same page get the same tuple of frames (`Hub.frames_of`), and
-# share one encoded body.
-_BODIES: RecentByIdentity[Sequence[Frame], bytes] = RecentByIdentity()
-
-
-def rendered(batch: Sequence[Frame]) -> bytes:
-    """A batch of frames as the bytes of an SSE body chunk."""
-    shared = isinstance(batch, tuple) and bool(batch) and isinstance(batch[0], EventFrame)
-    body = _BODIES.get(batch) if shared else None
-    if body is None:
-        body = "".join(render(frame) for frame in batch).encode()
-        if shared and len(body) <= SHARED_MAX_CHARS:
-            _BODIES.put(batch, body)
-    return body
-
-
-async def _body(send: Send, body: str | bytes) -> None:
-    chunk = body.encode() if isinstance(body, str) else body
-    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-
-async def _disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
+async def _opened_with(first: bytes, bodies: AsyncGenerator[bytes]) -> AsyncGenerator[bytes]:
+    # No blank line after the `retry:` line, for the same reason as the heartbeat's.
+    yield first
+    async for body in bodies:
+        yield body

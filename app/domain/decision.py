@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from app.domain.append import GenerationState
-from app.domain.ids import EventId, parse_event_id
+from app.domain.ids import EventId
 
 
 class Verdict(StrEnum):
@@ -125,7 +125,7 @@ class _Predicate:
 
 
 def decide(
-    last_event_id: str,
+    claim: EventId | None,
     *,
     asked_stream: str | None,
     generation: GenerationFacts | None,
@@ -133,10 +133,12 @@ def decide(
 ) -> Decision:
     """Decide a resume claim; rows are checked in the contract's order, first match wins.
 
-    `asked_stream` is the stream the caller asked about (None for `/v1/resume`, which takes
-    the stream from the token). `generation` is None when no generation has the token.
+    `claim` is the client's `Last-Event-ID` as `parse_event_id` read it (None: malformed),
+    parsed once by the caller, which needs it to look the generation up. `asked_stream` is
+    the stream the caller asked about (None for `/v1/resume`, which takes the stream from
+    the token). `generation` is None when no generation has the token; its `contiguous`
+    covers the events a resume would deliver, so it is known before deciding.
     """
-    claim = parse_event_id(last_event_id)
     predicates = _predicates(claim, asked_stream, generation, policy)
     checks: list[Check] = []
     for row, predicate in zip(DECISION_TABLE, predicates, strict=True):

@@ -1,11 +1,13 @@
 """Live reads: a reader follows a stream as it is written, on any replica.
 
 A reader's claim is decided by the resume table (the same audit entry and metrics as a
-resume); then the reader is fed frames — events, `reset`, `end`, heartbeats — read from
-the database at the reader's own pace, one page at a time. A `Hub` per process wakes the
-readers of a stream when it changes (this process's commits, PostgreSQL notifications,
-SQLite's data_version); every wake-up only means "read again", and a reader that hears
-nothing still reads again at each heartbeat, so a lost wake-up delays, never loses.
+resume); then the reader is fed frames (`app/service/frames.py`) — events, `reset`,
+`end`, heartbeats — read from the database at the reader's own pace, one page at a time.
+This module is the use case: it follows, judges each read and pages. The process's
+fan-out (`app/service/fanout.py`) holds the reader slots and wakes the readers of a
+stream when it changes (this process's commits, PostgreSQL notifications, SQLite's
+data_version); every wake-up only means "read again", and a reader that hears nothing
+still reads again at each heartbeat, so a lost wake-up delays, never loses.
 
 Following a generation, each read is judged in this order:
 1. the generation is gone or expired               → reset `expired`, then the next one
@@ -20,291 +22,23 @@ whole, otherwise the next generation opened after it, as soon as it is.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import logging
 import time
-from collections import defaultdict
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Collection,
-    Hashable,
-    Iterator,
-    Sequence,
-)
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
 
 from app.domain.decision import Reason, Verdict
+from app.errors import InvalidClaim, StorageError, TooManyReaders, UnknownStream
 from app.service.eventlog import EventLogService
+from app.service.fanout import Encode, Fanout, ReaderSlot, Watch
+from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath, Step
 from app.settings import Settings
-from app.storage.changes import Changes, TailAppend
-from app.storage.errors import StorageError, UnknownStream
 from app.storage.records import EventPage, GenerationRecord
-from app.storage.wakeups import WakeupSource
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class EventFrame:
-    """One stored event, delivered as `<token>:<seq>`."""
-
-    token: str
-    seq: int
-    event: str | None
-    data: str
-
-
-@dataclass(frozen=True, slots=True)
-class ResetFrame:
-    """Refuse to splice: the reader discards what it holds; `generation` follows, if known."""
-
-    reason: Reason
-    generation: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class EndFrame:
-    """The followed generation is terminal and all of it was delivered."""
-
-    generation: str
-    terminal_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """Nothing happened for a heartbeat interval."""
-
-
-Frame = EventFrame | ResetFrame | EndFrame | Heartbeat
-
-
-class LiveRefused(Exception):
-    """The claim is `invalid`: no stream is served (the reason says why)."""
-
-    def __init__(self, reason: Reason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-class TooManyReaders(Exception):
-    """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
-
-
-class _Watch:
-    """One reader's doorbell: armed before a read, rung by any change of its stream after."""
-
-    def __init__(self) -> None:
-        self._rung = asyncio.Event()
-
-    def arm(self) -> None:
-        self._rung.clear()
-
-    def ring(self) -> None:
-        self._rung.set()
-
-    async def wait(self, within: float) -> bool:
-        """True when rung within `within` seconds (a reader's doorbell has a deadline)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                await self._rung.wait()
-                return True
-        return False
-
-
-class _Slot:
-    """A taken reader slot; `release` (idempotent) gives it back."""
-
-    def __init__(self, hub: Hub) -> None:
-        self._hub: Hub | None = hub
-
-    def release(self) -> None:
-        if self._hub is not None:
-            self._hub._free_slot()
-            self._hub = None
-
-
-class _SharedReads:
-    """Identical reads of a stream that are in flight at once are one database read.
-
-    The readers of a generation woken by one append all ask the same question (the page
-    after the same seq): one read answers them all, so the database and its pool see one
-    read per wake-up rather than one per reader. A read is joined only while it can see
-    everything its joiners were woken for: a wake-up of its stream retires it (whoever
-    asks after that starts a new one), and a read starts its snapshot after it began.
-    """
-
-    def __init__(self) -> None:
-        self._inflight: defaultdict[int, dict[Hashable, asyncio.Future[Any]]] = defaultdict(dict)
-
-    async def read(self, stream_pk: int, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
-        """`read()`'s answer, shared with every identical read of the stream in flight."""
-        reads = self._inflight[stream_pk]
-        future = reads.get(key)
-        if future is None:
-            future = asyncio.ensure_future(read())
-            reads[key] = future
-            future.add_done_callback(functools.partial(self._done, stream_pk, key))
-        # Shielded: a reader that goes away must not cancel the read of the others.
-        answer: T = await asyncio.shield(future)
-        return answer
-
-    def _done(self, stream_pk: int, key: Hashable, future: asyncio.Future[Any]) -> None:
-        reads = self._inflight.get(stream_pk)
-        if reads is not None and reads.get(key) is future:
-            del reads[key]
-            if not reads:
-                del self._inflight[stream_pk]
-        if not future.cancelled():
-            future.exception()  # every waiter got it; retrieved so it is not logged again
-
-    def retire(self, stream_pks: Collection[int] | None) -> None:
-        """The streams changed: reads in flight may predate it, so none is joined again."""
-        if stream_pks is None:
-            self._inflight.clear()
-        else:
-            for pk in stream_pks:
-                self._inflight.pop(pk, None)
-
-
-class Hub:
-    """This process's live readers and the sources that wake them (one per process)."""
-
-    def __init__(
-        self,
-        sources: Collection[WakeupSource],
-        observer: Observer,
-        *,
-        fanout_per_reader: float = 0.0,
-        fanout_max: float = 0.0,
-    ) -> None:
-        self._sources = tuple(sources)
-        self._observer = observer
-        self._watches: defaultdict[int, set[_Watch]] = defaultdict(set)
-        self._fanout_per_reader = fanout_per_reader
-        self._fanout_max = fanout_max
-        self._pending: dict[int, asyncio.TimerHandle] = {}
-        self._handed: dict[int, TailAppend] = {}
-        self._handed_steps: dict[int, tuple[TailAppend, Step]] = {}
-        self._frames: RecentByIdentity[EventPage, tuple[EventFrame, ...]] = RecentByIdentity()
-        self.shared = _SharedReads()
-        self.readers = 0
-
-    def take_slot(self, limit: int) -> _Slot:
-        """A live reader's place in this process; `TooManyReaders` past `limit`."""
-        if self.readers >= limit:
-            raise TooManyReaders(f"{self.readers} live readers already")
-        self.readers += 1
-        self._observer.live_readers(self.readers)
-        return _Slot(self)
-
-    def _free_slot(self) -> None:
-        self.readers -= 1
-        self._observer.live_readers(self.readers)
-
-    @contextmanager
-    def watch(self, stream_pk: int) -> Iterator[_Watch]:
-        """Ring the returned watch on every change of the stream while the block runs."""
-        watch = _Watch()
-        self._watches[stream_pk].add(watch)
-        try:
-            yield watch
-        finally:
-            watches = self._watches[stream_pk]
-            watches.discard(watch)
-            if not watches:
-                del self._watches[stream_pk]
-                self._handed.pop(stream_pk, None)
-                self._handed_steps.pop(stream_pk, None)
-
-    def wake(
-        self,
-        stream_pks: Collection[int] | None,
-        sent_at: float | None = None,
-        *,
-        appended: Changes | None = None,
-    ) -> None:
-        """Ring the readers of these streams (None: of every stream).
-
-        `appended` is what this process's own commit appended: kept for the readers of
-        each stream (`handed`) until the next change of it, which only a read can show.
-        A stream with many readers here is rung after a delay that grows with them.
-        """
-        if sent_at is not None:
-            self._observer.live_notified(max(0.0, time.time() - sent_at))
-        self.shared.retire(stream_pks)  # before ringing: a woken reader reads anew
-        if stream_pks is None:
-            self._handed.clear()
-            self._handed_steps.clear()
-        pks = list(self._watches) if stream_pks is None else stream_pks
-        for pk in pks:
-            watches = self._watches.get(pk)
-            if not watches:
-                continue
-            handed = None if appended is None else appended.get(pk)
-            if handed is not None and _handable(handed):
-                self._handed[pk] = handed
-            else:
-                self._handed.pop(pk, None)
-            delay = min(self._fanout_max, len(watches) * self._fanout_per_reader)
-            if delay < 0.001:
-                self._ring(pk)
-            elif pk not in self._pending:
-                self._pending[pk] = asyncio.get_running_loop().call_later(delay, self._ring, pk)
-
-    def _ring(self, stream_pk: int) -> None:
-        self._pending.pop(stream_pk, None)
-        for watch in self._watches.get(stream_pk, ()):
-            watch.ring()
-
-    def handed(self, stream_pk: int, token: str, after: int) -> Step | None:
-        """This process's latest append to the stream, if it is the latest change of it
-        and starts right after `<token>:<after>`: the step a read would give (the
-        generation as that commit left it, current then), the same object for every reader."""
-        handed = self._handed.get(stream_pk)
-        if handed is None or handed.generation.token != token or handed.after != after:
-            return None
-        step = self._handed_steps.get(stream_pk)
-        if step is None or step[0] is not handed:
-            page = EventPage(after, handed.events[-1].seq, handed.events)
-            step = (handed, Step(handed.generation, page, handed.generation))
-            self._handed_steps[stream_pk] = step
-        return step[1]
-
-    def frames_of(self, token: str, page: EventPage) -> tuple[EventFrame, ...]:
-        """A page's events as frames, made once for all the readers given the same page
-        (a shared read or a handed-over append gives them one object)."""
-        frames = self._frames.get(page)
-        if frames is None:
-            frames = tuple(EventFrame(token, e.seq, e.event, e.data) for e in page.events)
-            if sum(len(e.data) for e in page.events) <= SHARED_MAX_CHARS:
-                self._frames.put(page, frames)
-        return frames
-
-    def watched(self) -> Collection[int]:
-        """The streams some reader follows now."""
-        return list(self._watches)
-
-    def source_up(self, source: str, up: bool) -> None:
-        """A wake-up source connected or lost its connection."""
-        self._observer.live_source(source, up)
-
-    async def run(self) -> None:
-        """Listen to every source until cancelled (a background task)."""
-        async with asyncio.TaskGroup() as group:
-            for source in self._sources:
-                group.create_task(source.run(self), name=f"wakeups-{source.name}")
 
 
 @dataclass(slots=True)
@@ -332,11 +66,15 @@ class Follow:
     """A decided live read holding a reader slot; `LiveReads.frames` serves it, and
     `close()` frees the slot (whether or not the frames were ever read)."""
 
-    tenant: str
     stream_pk: int
     reading: Reading
     last_epoch: int
-    slot: _Slot
+    slot: ReaderSlot
+
+    @property
+    def tenant(self) -> str:
+        """The tenant whose reader this is (its slot was taken for it)."""
+        return self.slot.tenant
 
     def close(self) -> None:
         """Give the reader slot back (idempotent)."""
@@ -344,31 +82,34 @@ class Follow:
 
 
 class LiveReads:
-    """The live-read use cases: follow a stream (frames), and wait for a page (long-poll)."""
+    """The live-read use cases: follow a stream (frames), and wait for a page (long-poll).
+
+    It talks to the process's fan-out only through the fan-out's methods: a slot per
+    reader, a watch per read, and what a crowd of readers shares."""
 
     def __init__(
         self,
         eventlog: EventLogService,
         reads: ReadPath,
-        hub: Hub,
+        fanout: Fanout,
         settings: Settings,
         observer: Observer,
     ) -> None:
         self._eventlog = eventlog
         self._reads = reads
-        self._hub = hub
+        self._fanout = fanout
         self._settings = settings
         self._observer = observer
 
     async def follow(self, tenant: str, stream_id: str, last_event_id: str | None) -> Follow:
         """Decide the reader's claim (audited like a resume) and take a reader slot.
 
-        No claim means the stream's current generation from seq 1. `LiveRefused` for an
+        No claim means the stream's current generation from seq 1. `InvalidClaim` for an
         `invalid` claim, `UnknownStream` for a stream without a generation,
         `TooManyReaders` past the per-process cap.
         """
-        if self._hub.readers >= self._settings.live_max_readers:  # before any work
-            raise TooManyReaders(f"{self._hub.readers} live readers already")
+        if not self._fanout.has_room(tenant):  # before any work
+            raise self._too_many()
         if last_event_id is None:
             current = (await self._eventlog.stream(tenant, stream_id)).current
             if current is None:
@@ -379,13 +120,18 @@ class LiveReads:
         )
         decision = reading.decision
         if decision.verdict is Verdict.INVALID:
-            raise LiveRefused(decision.reason, decision.detail)
+            raise InvalidClaim(decision.reason, decision.detail)
         claimed = reading.claimed
         assert claimed is not None  # a claim that is not invalid names a generation
         current = await self._reads.current(claimed.stream_pk)
         epoch = max(claimed.epoch, 0 if current is None else current.epoch)
-        slot = self._hub.take_slot(self._settings.live_max_readers)
-        return Follow(tenant, claimed.stream_pk, reading, epoch, slot)
+        slot = self._fanout.take_slot(tenant)
+        if slot is None:  # taken meanwhile by readers decided at the same time
+            raise self._too_many()
+        return Follow(claimed.stream_pk, reading, epoch, slot)
+
+    def _too_many(self) -> TooManyReaders:
+        return TooManyReaders(f"{self._fanout.readers} live readers already")
 
     @property
     def _page_limit(self) -> int:
@@ -398,17 +144,30 @@ class LiveReads:
         The reader slot is freed when it ends; call `follow.close()` as well in case the
         frames are never read at all.
         """
+        with self._serving(follow) as watch:
+            async for batch in self._serve(follow, watch):
+                yield batch
+
+    async def bodies(self, follow: Follow, encode: Encode) -> AsyncGenerator[bytes]:
+        """As `frames`, each batch as `encode` makes it: a page's frames are encoded once
+        for every reader given that page."""
+        with self._serving(follow) as watch:
+            async for batch in self._serve(follow, watch):
+                yield self._fanout.encoded(batch, encode)
+
+    @contextlib.contextmanager
+    def _serving(self, follow: Follow) -> Iterator[Watch]:
+        """The reader's watch while it is served; its slot is freed when it ends."""
         try:
-            with self._hub.watch(follow.stream_pk) as watch:
-                async for batch in self._serve(follow, watch):
-                    yield batch
+            with self._fanout.watch(follow.stream_pk) as watch:
+                yield watch
         except StorageError as error:
             # The stream ends; the reader reconnects with its last id and is decided again.
             log.warning("live read of stream %s ended: %s", follow.stream_pk, error)
         finally:
             follow.close()
 
-    async def _serve(self, follow: Follow, watch: _Watch) -> AsyncIterator[Sequence[Frame]]:
+    async def _serve(self, follow: Follow, watch: Watch) -> AsyncIterator[Sequence[Frame]]:
         deadline = time.monotonic() + self._settings.live_max_seconds
         reading, epoch = follow.reading, follow.last_epoch
         cursor: _Cursor | None = None
@@ -446,10 +205,10 @@ class LiveReads:
 
     async def _step(self, follow: Follow, cursor: _Cursor) -> Step:
         token, after, limit = cursor.generation.token, cursor.after, self._page_limit
-        handed = self._hub.handed(follow.stream_pk, token, after)
+        handed = self._fanout.handed(follow.stream_pk, token, after)
         if handed is not None and handed.page is not None and len(handed.page.events) <= limit:
             return handed  # what this process just appended: no need to read it back
-        return await self._hub.shared.read(
+        return await self._fanout.read_shared(
             follow.stream_pk,
             ("step", follow.tenant, token, after, limit),
             lambda: self._reads.step(token, tenant=follow.tenant, after=after, limit=limit),
@@ -498,7 +257,7 @@ class LiveReads:
 
     async def _next_generation(self, stream_pk: int, epoch: int) -> tuple[_Cursor | None, int]:
         """The stream's current generation if it is newer than `epoch` and whole."""
-        current = await self._hub.shared.read(
+        current = await self._fanout.read_shared(
             stream_pk, "current", lambda: self._reads.current(stream_pk)
         )
         if current is None or current.epoch <= epoch:
@@ -510,7 +269,7 @@ class LiveReads:
     def _deliver(self, cursor: _Cursor, page: EventPage | None) -> tuple[EventFrame, ...]:
         if page is None or not page.events:
             return ()
-        frames = self._hub.frames_of(cursor.generation.token, page)
+        frames = self._fanout.frames_of(cursor.generation.token, page)
         cursor.after = page.events[-1].seq
         self._observer.live_delivered(len(page.events))
         return frames
@@ -523,7 +282,7 @@ class LiveReads:
         if page.events or wait <= 0 or _settled(gen):
             return gen, page
         deadline = time.monotonic() + wait
-        with self._hub.watch(gen.stream_pk) as watch:
+        with self._fanout.watch(gen.stream_pk) as watch:
             while (remaining := deadline - time.monotonic()) > 0:
                 watch.arm()
                 gen, page = await self._reads.page(token, tenant=tenant, after=after, limit=limit)
@@ -531,43 +290,6 @@ class LiveReads:
                     break
                 await watch.wait(remaining)
         return gen, page
-
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-# What a crowd of readers of one stream shares (a page's frames, their encoded body) is kept
-# only for pages of at most this much data, and only for the last few of them.
-SHARED_MAX_CHARS = 256 * 1024
-_SHARED_KEPT = 16
-
-
-class RecentByIdentity(Generic[K, V]):
-    """Values made lately for objects, found by the object's identity (it is held meanwhile,
-    so its id cannot be reused); the oldest is dropped past `kept`. A value dropped too soon
-    only costs making it again."""
-
-    def __init__(self, kept: int = _SHARED_KEPT) -> None:
-        self._kept = kept
-        self._entries: dict[int, tuple[K, V]] = {}
-
-    def get(self, key: K) -> V | None:
-        entry = self._entries.get(id(key))
-        return entry[1] if entry is not None and entry[0] is key else None
-
-    def put(self, key: K, value: V) -> None:
-        if len(self._entries) >= self._kept:
-            del self._entries[next(iter(self._entries))]
-        self._entries[id(key)] = (key, value)
-
-
-# A handed-over append is kept per watched stream until its next change: bounded, so that
-# a process following many streams never holds many large batches.
-_HANDOFF_MAX_CHARS = 64 * 1024
-
-
-def _handable(appended: TailAppend) -> bool:
-    return sum(len(event.data) for event in appended.events) <= _HANDOFF_MAX_CHARS
 
 
 def _settled(gen: GenerationRecord) -> bool:

@@ -14,10 +14,10 @@ from typing import Protocol
 from sqlalchemy.engine import Connection
 
 from app.domain.decision import Decision, GenerationFacts, Reason, TerminalPolicy, Verdict, decide
-from app.domain.ids import parse_event_id
+from app.domain.ids import EventId, parse_event_id
 from app.domain.outcomes import Decided
 from app.domain.paging import PageRefusal, check_page
-from app.service.errors import PageRefused
+from app.errors import PageOutOfRange
 from app.settings import Settings
 from app.storage import events, generations
 from app.storage.database import Database
@@ -113,10 +113,12 @@ class ReadPath:
                 after=after, head_seq=gen.head_seq, tail_seq=gen.tail_seq, expired=gen.expired
             )
             if refusal is not None:
-                raise PageRefused(refusal, _page_detail(refusal, gen, after))
+                raise PageOutOfRange(refusal, _page_detail(refusal, gen, after))
             page = self._read(conn, gen, after, limit)
             if not page.contiguous:
-                raise PageRefused(PageRefusal.EVICTED, "events in the requested range are missing")
+                raise PageOutOfRange(
+                    PageRefusal.EVICTED, "events in the requested range are missing"
+                )
             return gen, page
 
         return await self._database.read(read)
@@ -151,33 +153,37 @@ class ReadPath:
         asked_stream: str | None,
         limit: int,
     ) -> Reading:
-        claim = parse_event_id(last_event_id)
+        claim = parse_event_id(last_event_id)  # the one parse of the claim
         gen = None if claim is None else generations.find(conn, claim.token, tenant=tenant)
-        facts = None if gen is None else facts_of(gen)
-        decision = decide(
-            last_event_id, asked_stream=asked_stream, generation=facts, policy=self._policy
-        )
+        # What a resume would deliver is read before deciding, so that a hole the counters
+        # cannot see (row 9) is known to the one decision of this read.
+        page = None if claim is None or gen is None else self._deliverable(conn, gen, claim, limit)
+        hole = page is not None and not page.contiguous
+        facts = None if gen is None else facts_of(gen, contiguous=gen.contiguous and not hole)
+        decision = decide(claim, asked_stream=asked_stream, generation=facts, policy=self._policy)
         stream_id = asked_stream or (None if gen is None else gen.stream_id)
-        nothing = Reading(decision, stream_id, gen, None, None)
         if decision.verdict is Verdict.RESUME:
-            assert gen is not None
-            assert claim is not None
-            assert facts is not None
-            page = self._read(conn, gen, claim.seq, limit)
-            if page.contiguous:
-                return Reading(decision, stream_id, gen, gen, page)
-            # The page disagrees with the generation's counters: a hole we must not skip.
-            hole = replace(facts, contiguous=False)
-            decision = decide(
-                last_event_id, asked_stream=asked_stream, generation=hole, policy=self._policy
-            )
-            return replace(nothing, decision=decision)
+            assert page is not None, "a resumable claim's page is read before deciding"
+            return Reading(decision, stream_id, gen, gen, page)
         if decision.reason is Reason.SUPERSEDED:
             assert gen is not None
             fresh = self._fresh_start(conn, gen, limit)
             if fresh is not None:
                 return Reading(decision, stream_id, gen, *fresh)
-        return nothing
+        return Reading(decision, stream_id, gen, None, None)
+
+    def _deliverable(
+        self, conn: Connection, gen: GenerationRecord, claim: EventId, limit: int
+    ) -> EventPage | None:
+        """The page after the claim when a resume could deliver it: the generation is
+        current, not purged and without a hole by its counters, and the claimed seq lies in
+        its retained run. Every claim the table resumes is one of these (rows 4, 5, 7, 8 and
+        9 answer the others), so a resume always has its page, and no other claim is read
+        for a page it cannot get."""
+        in_run = gen.head_seq - 1 <= claim.seq <= gen.tail_seq
+        if gen.current and not gen.expired and gen.contiguous and in_run:
+            return self._read(conn, gen, claim.seq, limit)
+        return None
 
     def _fresh_start(
         self, conn: Connection, superseded: GenerationRecord, limit: int

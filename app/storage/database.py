@@ -77,7 +77,7 @@ class Database:
 
         `weight` (about the number of rows written) bounds how much one SQLite commit
         group carries. A refusal raised by `work` before it wrote anything
-        (`AppendRefusedError`, `NotFound`) fails only that write.
+        (a `Rejected` of `app/errors.py`) fails only that write.
         """
         return await self._transactions.run(work, weight=weight)
 

@@ -15,11 +15,11 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Connection
 
-from app.domain.append import AppendRefused, EventBody, overlap, plan_append
+from app.domain.append import EventBody, NotAppended, overlap, plan_append
+from app.errors import ConflictingBatch
 from app.storage import generations
 from app.storage.changes import TailAppend, touched
 from app.storage.dialect import dialect_of
-from app.storage.errors import AppendRefusedError
 from app.storage.records import AppendResult, EventPage, EventRecord, GenerationRecord, Tombstoned
 from app.storage.schema import events
 from app.storage.tail import AtTail, Batch, insert_events
@@ -59,8 +59,8 @@ def append(
     claimed = overlap(state, first_seq, len(bodies))
     stored = _bodies(conn, gen.pk, claimed) if claimed else {}
     plan = plan_append(state, bodies, first_seq=first_seq, terminal=terminal, stored=stored)
-    if isinstance(plan, AppendRefused):
-        raise AppendRefusedError(plan.refusal, plan.detail)
+    if isinstance(plan, NotAppended):
+        raise ConflictingBatch(plan.conflict, plan.detail)
     if plan.duplicate:
         return AppendResult(gen, plan.first_seq, plan.count, duplicate=True)
     if bodies:

@@ -17,9 +17,9 @@ from sqlalchemy import Select, case, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from app.domain.ids import StreamKey, new_token
+from app.errors import UnknownGeneration
 from app.storage.changes import touched
 from app.storage.dialect import dialect_of
-from app.storage.errors import UnknownGeneration
 from app.storage.records import GenerationRecord, StreamRecord, Totals
 from app.storage.schema import generations, streams
 

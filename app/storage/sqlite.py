@@ -39,10 +39,11 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
+from app.errors import Rejected, StorageUnavailable
 from app.settings import Settings
 from app.storage.changes import Changes, take_touched
 from app.storage.dialect import Dialect, Engines
-from app.storage.errors import AppendRefusedError, NotFound, StorageUnavailable, translated_errors
+from app.storage.errors import translated_errors
 from app.storage.generations import signatures
 from app.storage.transactions import Committed, Transactions, Work
 from app.storage.wakeups import LocalCommits, Wakeable, WakeupSource
@@ -112,10 +113,6 @@ def _install_hooks(engine: Engine, settings: Settings) -> None:
         mode = connection.get_execution_options().get(_BEGIN, "DEFERRED")
         connection.exec_driver_sql(f"BEGIN {mode}")
 
-
-# A refusal is raised by a write's checks, before it has written anything, so the other
-# writes of its group can still commit. Any other error fails the whole group.
-_REFUSALS = (AppendRefusedError, NotFound)
 
 MAX_GROUP_WRITES = 128
 MAX_GROUP_WEIGHT = 10_000  # events: keeps one transaction (and the lock) short
@@ -216,7 +213,9 @@ class GroupCommit:
                 for queued in group:
                     try:
                         outcomes.append((queued, queued.work(conn), None))
-                    except _REFUSALS as refused:
+                    except Rejected as refused:
+                        # Raised by the write's checks before it wrote anything, so the other
+                        # writes of its group still commit; any other error fails them all.
                         outcomes.append((queued, None, refused))
             finally:
                 changed = take_touched(conn)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.api.live import EventStreamResponse
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.processes import eventlog_service, running_server
 from tests.support.sse import WAIT, Reader, control, reading
@@ -316,6 +318,75 @@ async def test_past_the_reader_cap_is_503_and_a_gone_reader_frees_its_place(
     await gauge_reaches(http, 0)
     async with reading(base, "crowded") as again:
         assert again.status == 200
+
+
+async def test_a_client_that_leaves_frees_its_slot_at_once(
+    database_url: str, tmp_path: Path
+) -> None:
+    # The heartbeat is a minute away: only noticing the client leave can free the slot
+    # (and the watch) before it, not a send to the gone client failing.
+    env = {
+        **SERVER_ENV,
+        "EVENTLOG_DATABASE_URL": database_url,
+        "EVENTLOG_LIVE_HEARTBEAT_SECONDS": "60",
+    }
+    with running_server(env, cwd=tmp_path) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=WAIT) as http:
+            await open_generation(http, "leaving")
+            async with httpx.AsyncClient(base_url=base, timeout=WAIT) as raw:
+                async with raw.stream("GET", "/v1/streams/leaving/live") as response:
+                    assert (await anext(response.aiter_text())).startswith("retry: ")
+                    await gauge_reaches(http, 1)
+                left = time.monotonic()  # the connection is closed here
+            await gauge_reaches(http, 0)
+            freed = time.monotonic() - left
+    assert freed < 3, f"the slot was freed {freed:.2f}s after the client left"
+
+
+async def test_the_slot_is_freed_at_once_under_asgi_2_4_too() -> None:
+    # Starlette's StreamingResponse stops listening for `http.disconnect` under ASGI 2.4
+    # and notices a gone client only when a send fails: an idle reader never sends.
+    idle, closed, bodies_ended = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def bodies() -> AsyncIterator[bytes]:
+        try:
+            yield b": an idle reader\n"
+            await asyncio.Event().wait()  # nothing happens: not even a heartbeat
+            yield b"never"
+        finally:
+            bodies_ended.set()
+
+    async def receive() -> dict[str, Any]:
+        await idle.wait()
+        return {"type": "http.disconnect"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message.get("body") == b": an idle reader\n":
+            idle.set()  # the client goes once the reader idles
+
+    response = EventStreamResponse(bodies(), closed.set, 250)
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}}
+    async with asyncio.timeout(WAIT):
+        await response(scope, receive, send)
+    assert closed.is_set()
+    assert bodies_ended.is_set()
+    assert [m.get("body") for m in sent[1:]] == [b"retry: 250\n", b": an idle reader\n"]
+
+
+async def test_the_response_is_an_unbuffered_event_stream(
+    base: str, http: httpx.AsyncClient
+) -> None:
+    await open_generation(http, "headers")
+    async with http.stream("GET", "/v1/streams/headers/live") as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+        assert response.headers["cache-control"] == "no-cache"
+        assert response.headers["x-accel-buffering"] == "no"
+        assert "content-length" not in response.headers
+        assert (await anext(response.aiter_text())).startswith("retry: 250\n")
 
 
 # -- long-poll ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from app.domain.decision import (
     Verdict,
     decide,
 )
+from app.domain.ids import parse_event_id
 
 TOKEN = "AbCdEfGhIjKlMnOpQrStUv"
 LIVE = GenerationFacts(
@@ -227,7 +228,8 @@ def test_decision_table(
     verdict: Verdict,
     reason: Reason,
 ) -> None:
-    decision = decide(last_event_id, asked_stream=asked, generation=facts, policy=policy)
+    claim = parse_event_id(last_event_id)
+    decision = decide(claim, asked_stream=asked, generation=facts, policy=policy)
     assert (decision.verdict, decision.reason) == (verdict, reason)
     assert decision.detail
 
@@ -237,15 +239,15 @@ def test_every_reason_is_covered_by_the_table() -> None:
 
 
 def test_checks_record_the_rows_in_order_up_to_the_match() -> None:
-    decision = decide(f"{TOKEN}:4", asked_stream="s1", generation=EVICTED)
+    decision = decide(parse_event_id(f"{TOKEN}:4"), asked_stream="s1", generation=EVICTED)
     assert [c.row for c in decision.checks] == list(range(1, 9))
     assert [c.matched for c in decision.checks] == [False] * 7 + [True]
     assert decision.checks[-1].reason is Reason.EVICTED
 
 
 def test_a_parsed_claim_is_returned() -> None:
-    decision = decide(f"{TOKEN}:7", asked_stream=None, generation=LIVE)
+    decision = decide(parse_event_id(f"{TOKEN}:7"), asked_stream=None, generation=LIVE)
     assert decision.claim is not None
     assert (decision.claim.token, decision.claim.seq) == (TOKEN, 7)
     assert str(decision.claim) == f"{TOKEN}:7"
-    assert decide("47", asked_stream=None, generation=None).claim is None
+    assert decide(parse_event_id("47"), asked_stream=None, generation=None).claim is None

@@ -24,6 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.domain.decision import decide
+from app.domain.ids import parse_event_id
 from app.domain.outcomes import Decided
 from app.settings import Settings
 from app.storage import decisions
@@ -561,7 +562,7 @@ async def test_a_lone_surrogate_stops_nothing_end_to_end(
             assert_problem(answer, 422, "validation_error")
         # Past the API (as a future bug might let one through): through the same observer
         # the service reports every decision to.
-        decision = decide("\ud800:1", asked_stream=None, generation=None)
+        decision = decide(parse_event_id("\ud800:1"), asked_stream=None, generation=None)
         container.observer.decided(
             Decided(UNSTORABLE_TENANT, None, "x:1", decision.verdict, decision.reason, None, 0)
         )

@@ -24,7 +24,7 @@ import pytest
 
 from app.api.live import render
 from app.domain.decision import Reason
-from app.service.live import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
+from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from tests.support.live_readers import (
     WAIT,
     LiveReader,

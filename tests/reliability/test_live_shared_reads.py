@@ -1,4 +1,4 @@
-"""The hub's shared reads: the readers of a stream woken together make one database read,
+"""The fan-out's shared reads: the readers of a stream woken together make one database read,
 and never one that may predate what they were woken for.
 
 (The load test that needs this: `test_live_load.py`, a thousand readers of one generation;
@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from app.service.live import Hub
+from app.service.fanout import Fanout
 from app.service.observer import Observer
 
 
@@ -36,9 +36,9 @@ async def settle() -> None:
 
 
 async def test_identical_reads_in_flight_are_one_read() -> None:
-    hub = Hub((), Observer())
+    hub = Fanout((), Observer(), max_readers=1)
     read = CountedRead()
-    readers = [asyncio.create_task(hub.shared.read(7, "page", read)) for _ in range(1_000)]
+    readers = [asyncio.create_task(hub.read_shared(7, "page", read)) for _ in range(1_000)]
     await settle()
     read.release.set()
     assert await asyncio.gather(*readers) == [1] * 1_000
@@ -46,10 +46,10 @@ async def test_identical_reads_in_flight_are_one_read() -> None:
 
 
 async def test_other_questions_and_other_streams_are_read_apart() -> None:
-    hub = Hub((), Observer())
+    hub = Fanout((), Observer(), max_readers=1)
     read = CountedRead()
-    asked = [hub.shared.read(7, "page", read), hub.shared.read(7, "current", read)]
-    asked.append(hub.shared.read(8, "page", read))
+    asked = [hub.read_shared(7, "page", read), hub.read_shared(7, "current", read)]
+    asked.append(hub.read_shared(8, "page", read))
     tasks = [asyncio.create_task(a) for a in asked]
     await settle()
     read.release.set()
@@ -59,34 +59,34 @@ async def test_other_questions_and_other_streams_are_read_apart() -> None:
 @pytest.mark.parametrize("woken", [[7], None])
 async def test_a_wake_up_retires_the_read_in_flight(woken: list[int] | None) -> None:
     """A reader woken after a read began must not take its (maybe older) snapshot."""
-    hub = Hub((), Observer())
+    hub = Fanout((), Observer(), max_readers=1)
     read = CountedRead()
-    before = asyncio.create_task(hub.shared.read(7, "page", read))
+    before = asyncio.create_task(hub.read_shared(7, "page", read))
     await settle()
     hub.wake(woken)
-    after = asyncio.create_task(hub.shared.read(7, "page", read))
+    after = asyncio.create_task(hub.read_shared(7, "page", read))
     await settle()
     read.release.set()
     assert (await before, await after) == (1, 2)
 
 
 async def test_a_wake_up_of_another_stream_does_not() -> None:
-    hub = Hub((), Observer())
+    hub = Fanout((), Observer(), max_readers=1)
     read = CountedRead()
-    before = asyncio.create_task(hub.shared.read(7, "page", read))
+    before = asyncio.create_task(hub.read_shared(7, "page", read))
     await settle()
     hub.wake([8])
-    after = asyncio.create_task(hub.shared.read(7, "page", read))
+    after = asyncio.create_task(hub.read_shared(7, "page", read))
     await settle()
     read.release.set()
     assert (await before, await after) == (1, 1)
 
 
 async def test_a_reader_that_goes_away_does_not_cancel_the_others_read() -> None:
-    hub = Hub((), Observer())
+    hub = Fanout((), Observer(), max_readers=1)
     read = CountedRead()
-    leaving = asyncio.create_task(hub.shared.read(7, "page", read))
-    staying = asyncio.create_task(hub.shared.read(7, "page", read))
+    leaving = asyncio.create_task(hub.read_shared(7, "page", read))
+    staying = asyncio.create_task(hub.read_shared(7, "page", read))
     await settle()
     leaving.cancel()
     await settle()
@@ -96,16 +96,16 @@ async def test_a_reader_that_goes_away_does_not_cancel_the_others_read() -> None
 
 
 async def test_a_failed_read_fails_every_reader_that_shared_it() -> None:
-    hub = Hub((), Observer())
+    hub = Fanout((), Observer(), max_readers=1)
 
     async def broken() -> int:
         await asyncio.sleep(0)
         raise OSError("the database went away")
 
-    readers = [asyncio.create_task(hub.shared.read(7, "page", broken)) for _ in range(3)]
+    readers = [asyncio.create_task(hub.read_shared(7, "page", broken)) for _ in range(3)]
     results = await asyncio.gather(*readers, return_exceptions=True)
     assert all(isinstance(r, OSError) for r in results)
     # and the next read is a new one
     read = CountedRead()
     read.release.set()
-    assert await hub.shared.read(7, "page", read) == 1
+    assert await hub.read_shared(7, "page", read) == 1

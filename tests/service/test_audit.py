@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 
 from app.domain.decision import decide
+from app.domain.ids import parse_event_id
 from app.domain.outcomes import Decided
+from app.errors import StorageUnavailable
 from app.service.audit import DecisionAudit
 from app.service.observer import Observer
 from app.settings import Settings
 from app.storage import decisions
 from app.storage.database import Database
 from app.storage.decisions import DecisionFilter
-from app.storage.errors import StorageUnavailable
 from app.storage.records import DecisionEntry
 from app.storage.transactions import T, Work
 
@@ -69,7 +70,7 @@ async def written(db: Database) -> list[DecisionEntry]:
 
 
 def malformed(claim: str) -> Decided:
-    decision = decide(claim, asked_stream="s1", generation=None)
+    decision = decide(parse_event_id(claim), asked_stream="s1", generation=None)
     return Decided("t1", "s1", claim, decision.verdict, decision.reason, None, 0)
 
 

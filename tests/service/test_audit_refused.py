@@ -14,14 +14,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.domain.decision import decide
+from app.domain.ids import parse_event_id
 from app.domain.outcomes import Decided
+from app.errors import StorageUnavailable
 from app.service.audit import DecisionAudit
 from app.service.observer import Observer
 from app.settings import Settings
 from app.storage import decisions
 from app.storage.database import Database
 from app.storage.decisions import DecisionFilter
-from app.storage.errors import StorageUnavailable
 from app.storage.records import DecisionEntry
 from app.storage.transactions import T, Work
 from tests.support.waiting import until
@@ -56,7 +57,7 @@ async def database(database_url: str) -> AsyncIterator[Outage]:
 
 
 def claim(last_event_id: str, tenant: str = "t1") -> Decided:
-    decision = decide(last_event_id, asked_stream="s1", generation=None)
+    decision = decide(parse_event_id(last_event_id), asked_stream="s1", generation=None)
     return Decided(tenant, "s1", last_event_id, decision.verdict, decision.reason, None, 0)
 
 

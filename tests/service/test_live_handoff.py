@@ -14,7 +14,8 @@ from fastapi import FastAPI
 
 from app.domain.append import EventBody
 from app.domain.decision import Reason
-from app.service.live import EventFrame, Frame, Hub, ResetFrame
+from app.service.fanout import Fanout
+from app.service.frames import EventFrame, Frame, ResetFrame
 from app.service.observer import Observer
 from app.settings import Settings
 from app.storage.changes import TailAppend, take_touched, touched
@@ -81,7 +82,7 @@ async def test_a_handoff_is_used_only_from_the_readers_position_and_until_a_chan
     app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     container = state_of(app).container
-    hub = container.live._hub
+    hub = container.fanout
     gen = await container.eventlog.open_generation(TENANT, "s.behind")
     follow = await container.live.follow(TENANT, "s.behind", f"{gen.token}:0")
     frames = container.live.frames(follow)
@@ -150,7 +151,7 @@ def test_appends_in_one_transaction_merge_only_when_they_follow() -> None:
 
 
 async def test_a_crowded_stream_is_rung_after_a_delay_that_grows_with_it() -> None:
-    hub = Hub((), Observer(), fanout_per_reader=0.0005, fanout_max=0.05)
+    hub = Fanout((), Observer(), max_readers=1, fanout_per_reader=0.0005, fanout_max=0.05)
     with hub.watch(7) as alone:  # 0.5 ms for one reader: rung at once
         alone.arm()
         hub.wake([7])

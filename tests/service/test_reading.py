@@ -15,7 +15,9 @@ import pytest
 from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.domain import ids
 from app.domain.decision import DECISION_TABLE, Reason
+from app.service import reading
 from app.storage.schema import events, generations
 from tests.support.writer_calls import append, open_generation, resume
 
@@ -170,3 +172,43 @@ async def test_a_hole_past_the_first_page_is_judged_alike(
     _agree(answer, explained)
     later = await client.get(f"/v1/generations/{token}/events", params={"after": 600})
     assert (later.status_code, later.json()["code"]) == (410, "evicted")
+
+
+class Counted:
+    """Wraps a callable (or an object's `fullmatch`) and counts its calls."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.wrapped(*args, **kwargs)
+
+    def fullmatch(self, raw: str) -> Any:
+        self.calls += 1
+        return self.wrapped.fullmatch(raw)
+
+
+async def _hole(client: httpx.AsyncClient, database_url: str) -> tuple[str, str]:
+    token = await _filled(client, "once-hole", 6)
+    await _delete_events(database_url, token, range(3, 4))
+    return "once-hole", f"{token}:1"
+
+
+@pytest.mark.parametrize("reason", [*CASES, Reason.EVICTION_HOLE], ids=lambda r: r.value)
+async def test_each_read_parses_its_claim_once_and_decides_once(
+    client: httpx.AsyncClient, database_url: str, monkeypatch: pytest.MonkeyPatch, reason: Reason
+) -> None:
+    if reason is Reason.EVICTION_HOLE:
+        stream, claim = await _hole(client, database_url)
+    else:
+        stream, claim = await CASES[reason](client, f"once-{reason.value}")
+    decisions = Counted(reading.decide)
+    parses = Counted(ids._EVENT_ID)  # every parse of an id of up to 300 chars matches it
+    monkeypatch.setattr(reading, "decide", decisions)
+    monkeypatch.setattr(ids, "_EVENT_ID", parses)
+    answer, explained = await _both(client, stream, claim)  # two reads: resume, explain
+    assert answer["reason"] == reason.value
+    _agree(answer, explained)
+    assert (decisions.calls, parses.calls) == (2, 2)

@@ -18,11 +18,11 @@ from sqlalchemy.engine import Connection
 
 from app.domain.append import EventBody
 from app.domain.ids import StreamKey
+from app.errors import ConflictingBatch, NotFound
 from app.settings import Settings
 from app.storage import events, generations
 from app.storage.database import Database, dialect_for
 from app.storage.dialect import Dialect
-from app.storage.errors import AppendRefusedError, NotFound
 from app.storage.schema import events as events_table
 from app.storage.schema import generations as generations_table
 from app.storage.schema import streams
@@ -64,8 +64,8 @@ async def _script(settings: Settings, seed: int) -> list[Any]:
             kw = {"first_seq": first_seq, "terminal": terminal, "now": now}
             try:
                 result = await db.write(lambda c, a=args, k=kw: events.append(c, *a, **k))
-            except AppendRefusedError as refused:
-                outcomes.append(("refused", refused.refusal))
+            except ConflictingBatch as conflicting:
+                outcomes.append(("refused", conflicting.conflict))
             except NotFound:
                 outcomes.append(("unknown",))
             else:

@@ -151,7 +151,7 @@ class Evicted(ServiceRefusal):
 
 
 class Expired(ServiceRefusal):
-    """410: the generation's events were purged by its time to live."""
+    """410: the generation's events were purged by its time to live (409 on an append)."""
 
     code = "expired"
     http_status = 410

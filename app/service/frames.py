@@ -1,0 +1,54 @@
+"""What a live reader is sent: events, `reset`, `end` and heartbeats, as frames.
+
+The use case (`app/service/live.py`) decides which frames a reader gets; the fan-out
+(`app/service/fanout.py`) makes a page's event frames once for every reader given that
+page; the HTTP layer (`app/api/live.py`) renders them as Server-Sent Events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.domain.decision import Reason
+
+
+@dataclass(frozen=True, slots=True)
+class EventFrame:
+    """One stored event, delivered as `<token>:<seq>`."""
+
+    token: str
+    seq: int
+    event: str | None
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResetFrame:
+    """Refuse to splice: the reader discards what it holds; `generation` follows, if known."""
+
+    reason: Reason
+    generation: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EndFrame:
+    """The followed generation is terminal and all of it was delivered."""
+
+    generation: str
+    terminal_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Nothing happened for a heartbeat interval."""
+
+
+Frame = EventFrame | ResetFrame | EndFrame | Heartbeat
+
+
+class PageFrames(tuple[EventFrame, ...]):
+    """A page's events as frames, made by the fan-out: every reader given the same page
+    object gets the same `PageFrames`, so what is made of it (its encoded body) is made
+    once for all of them. Any other batch of frames is one reader's own."""
+
+    __slots__ = ()
