@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, live, peers, seed, servers
+from bench import append_cost, bus, live, peers, seed, servers
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -189,6 +189,7 @@ def run(plan: Plan) -> Results:
             say("PostgreSQL (BENCH_POSTGRES_DSN) is not answering: skipped")
         results["peers"] = _timed("peers", lambda: peer_suite(plan), timings)
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
+        results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results

@@ -418,3 +418,27 @@ async def test_the_session_outlives_the_service_being_down(
     assert (refused.value.code, refused.value.data["reason"]) == (RESUME_REFUSED, "not_stored")
     assert failures.get("unreachable", 0) >= 1
     assert sum(failures.values()) == len(down.tokens)
+
+
+async def test_a_resume_from_the_result_ends_at_once_with_nothing(deployment: Deployment) -> None:
+    """Issue 20.2: a client that lost the connection right after the result reconnects with
+    the result's id. It has everything: the answer is an empty, closed SSE response (before,
+    the SDK registered a stream no message would ever reach, and it stayed open for good)."""
+    progress = Progress()
+    async with mcp_client(deployment.mcp, end_session=False) as (session, session_ids, _):
+        await call_progress(session, progress, n=2, tag="ended")
+    headers = {
+        "mcp-session-id": session_ids[0],
+        "mcp-protocol-version": "2025-11-25",
+        "last-event-id": progress.tokens[-1],  # the result's id
+        "accept": "text/event-stream",
+    }
+    with anyio.fail_after(10):
+        async with (
+            httpx.AsyncClient() as http,
+            http.stream("GET", f"{deployment.mcp}/mcp", headers=headers) as response,
+        ):
+            body = await response.aread()
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert b"data:" not in body

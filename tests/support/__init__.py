@@ -16,6 +16,12 @@ Server processes (`processes.py`): the one way to run a real server process
     `running_server(env)` yields a URL; `eventlog_service(database_url, workdir, env=...)`
     a service migrating on start; `mcp_server(eventlog_url, workdir)` the test MCP server
     (`mcp_server.py`) in front of one; `deployment.py` names that pair for tests/mcp.
+    `bus_server.py`: an MCP server (2026-07-28) whose bus is `EventLogSubscriptionBus`,
+    run twice as two replicas by tests/mcp/test_bus.py.
+    `hostile_service.hostile_service(workdir)`: a fake service that misbehaves by key
+    (HTML, drips, endless and gzip-bomb bodies, bad SSE frames, redirects);
+    `hostile_calls.py` runs one client call against it in a process of its own and
+    reports its peak RSS.
     `process_memory.RssSampler`: the peak RSS of a process while a block runs.
 
 The app in-process
@@ -33,4 +39,6 @@ What a test needs from the machine (`needs.py`)
     `missing(what, why)`: skip with the reason, or fail under `CI=true`, where nothing may
     skip. PostgreSQL, Chromium (`browser.py`), promtool and Node (`ts_harness.py`) all end
     there. `soak.soak_enabled()`: whether the long variants run (`make soak`).
+    `ts_harness.ts_client(url, program, sdk="v1"|"v2")`: the official TypeScript MCP
+    client of either generation, driven by a JSON program (`ts_client/client.mjs`).
 """
