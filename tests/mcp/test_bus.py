@@ -249,3 +249,54 @@ async def test_publishers_racing_to_open_the_first_generation_all_get_through(
     assert [bus.published for bus in buses] == [5] * 4
     # Each found none and opened one at most once; the fenced ones moved to the current.
     assert view.generations <= 4
+
+
+@pytest.mark.process
+async def test_a_follower_never_opens_a_generation_while_the_stream_has_one(
+    tmp_path: Path,
+) -> None:
+    """An operator finishes the bus generation: the follower waits for the next one (the
+    service delivers it from seq 1) instead of opening one itself, which could fence a
+    generation a publisher has just appended to."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
+    with eventlog_service(database, tmp_path) as eventlog:
+        publisher = EventLogSubscriptionBus(eventlog)
+        follower = EventLogSubscriptionBus(eventlog)
+        heard: list[ServerEvent] = []
+        follower.subscribe(heard.append)
+        try:
+            await _finish_and_publish_again(eventlog, publisher, follower, heard)
+        finally:
+            await publisher.client.aclose()
+            await follower.client.aclose()
+
+
+async def _finish_and_publish_again(
+    eventlog: str,
+    publisher: EventLogSubscriptionBus,
+    follower: EventLogSubscriptionBus,
+    heard: list[ServerEvent],
+) -> None:
+    await publisher.publish(ResourceUpdated(uri="r/1"))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(follower.follow_forever)
+        with anyio.fail_after(10):
+            await follower.following.wait()
+        first = (await publisher.client.stream(bus_stream())).current
+        assert first is not None
+        async with httpx.AsyncClient(base_url=eventlog) as admin:
+            answer = await admin.post(f"/admin/v1/generations/{first.token}/terminate")
+            assert answer.status_code == 200, answer.text
+        # Long enough for the follower to hear `end` and take its place again.
+        await anyio.sleep(1.0)
+        view = await publisher.client.stream(bus_stream())
+        assert view.generations == 1
+        second = anyio.Event()
+        follower.subscribe(lambda event: second.set())
+        await publisher.publish(ResourceUpdated(uri="r/2"))
+        with anyio.fail_after(10):
+            await second.wait()
+        tasks.cancel_scope.cancel()
+    assert heard == [ResourceUpdated(uri="r/2")]
+    assert (await publisher.client.stream(bus_stream())).generations == 2
+    assert follower.lagged == 0

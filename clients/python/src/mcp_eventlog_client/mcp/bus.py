@@ -24,11 +24,14 @@ reaches a client listening on replica B:
   event to its local listeners, in the stream's order, once: its own publishes come back
   the same way, so every replica sees one order. A replica that starts (or restarts)
   starts at the stream's tail: no replay, as the SDK's contract says.
-- One generation at a time: the first publisher (or follower) that finds no live current
-  generation opens one, with `max_events` retention. Openers racing each other do not
-  fence each other into a loop: a publisher whose append is refused (`superseded`,
-  `terminal`, `expired`) re-reads the stream's current generation and appends there, and
-  opens one only when none is live.
+- One generation at a time: the first publisher that finds no live current generation
+  opens one, with `max_events` retention. Openers racing each other do not fence each
+  other into a loop: a publisher whose append is refused (`superseded`, `terminal`,
+  `expired`, `unknown_generation`) re-reads the stream's current generation and appends
+  there, and opens one only when none is live. A follower opens one only when the stream
+  has none at all: one it opened could fence a generation a publisher has just appended
+  to. Following a finished (or purged) generation, it waits on the same connection for
+  the next one, which the service delivers from seq 1.
 - A follower that falls behind the retention (its next event was evicted) or whose
   position is refused jumps to the tail: the events it skipped are counted in `missed`
   (and `lagged` counts the jumps) and logged. While the service is unreachable the
@@ -95,6 +98,12 @@ class _Entry:
     done: anyio.Event = field(default_factory=anyio.Event)
     error: EventLogError | None = None
     abandoned: bool = False
+
+
+# Resets after which the service, asked from where the follower is, delivers the next
+# generation opened from seq 1: the followed one is finished or purged, and publishers
+# open anew.
+_ENDED = frozenset({"terminal", "expired"})
 
 
 class EventLogSubscriptionBus:
@@ -280,11 +289,16 @@ class EventLogSubscriptionBus:
             self._generation = current.token
             return current.token
 
-    async def _current(self) -> Generation | None:
+    async def _newest(self) -> Generation | None:
+        """The stream's current generation, whatever its state (None: it has none)."""
         try:
-            current = (await self.client.stream(self.stream_id)).current
+            return (await self.client.stream(self.stream_id)).current
         except UnknownStream:
             return None
+
+    async def _current(self) -> Generation | None:
+        """The stream's current generation while it can take appends."""
+        current = await self._newest()
         if current is None or current.terminal or current.expired:
             return None
         return current
@@ -328,11 +342,13 @@ class EventLogSubscriptionBus:
                 backoff = min(backoff * 2, _MAX_BACKOFF)
 
     async def _tail(self) -> str:
-        """Where a follower (re)joins: after the last event of the live generation."""
-        current = await self._current()
+        """Where a follower (re)joins: after the last event of the stream's current
+        generation, live or not (a finished one answers `reset`, then the next one opened).
+        A generation is opened here only when the stream has none at all."""
+        current = await self._newest()
         if current is None:
             await self._live_generation()
-            current = await self._current()
+            current = await self._newest()
         assert current is not None
         return f"{current.token}:{current.tail_seq}"
 
@@ -348,10 +364,12 @@ class EventLogSubscriptionBus:
                 elif isinstance(item, LiveReset):
                     if item.reason == "superseded" and item.generation is not None:
                         continue  # the new generation follows from seq 1: nothing is lost
+                    if item.generation is None and item.reason in _ENDED:
+                        continue  # the service delivers the next one opened, from seq 1
                     await self._lag(position, item.reason)
                     return None
                 elif isinstance(item, LiveEnd):
-                    return None  # finished (an operator?): rejoin at the next live one
+                    return None  # finished (an operator?): rejoin at its end, and wait
         return position
 
     async def _lag(self, position: str, reason: str) -> None:
