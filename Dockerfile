@@ -1,29 +1,27 @@
 # syntax=docker/dockerfile:1
-# mcp-eventlog: build a virtualenv in one stage, run it as a non-root user in a slim one.
-# Keep in step with the Makefile (same package, extras and entry point).
+# mcp-eventlog: install the release's wheel into a virtualenv in one stage, run it as a
+# non-root user in a slim one. One artifact for pip users and the image: `make docker` runs
+# `make dist` first, and this installs dist/'s wheel, which carries the migrations and the
+# console. Keep in step with the Makefile (same wheel, no extras, the same constraints).
 
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
-WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
-COPY app ./app
+COPY constraints.txt /tmp/release/
+COPY dist/mcp_eventlog-*-py3-none-any.whl /tmp/release/
 # The service alone (no dev or MCP extras), at the versions the tests ran on.
-RUN pip install --no-compile -c constraints.txt .
+RUN pip install --no-compile -c /tmp/release/constraints.txt /tmp/release/mcp_eventlog-*-py3-none-any.whl
 
 FROM python:3.11-slim
 RUN groupadd --system --gid 10001 eventlog \
  && useradd --system --uid 10001 --gid eventlog --home-dir /srv --shell /usr/sbin/nologin eventlog \
- && mkdir -p /data \
+ && mkdir -p /data /srv \
  && chown eventlog:eventlog /data
 COPY --from=build /opt/venv /opt/venv
-COPY --chown=root:root alembic.ini /srv/alembic.ini
-COPY --chown=root:root migrations /srv/migrations
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    EVENTLOG_MIGRATIONS_DIR=/srv/migrations \
     EVENTLOG_DATABASE_URL=sqlite+aiosqlite:////data/eventlog.db \
     EVENTLOG_HOST=0.0.0.0 \
     EVENTLOG_PORT=8080

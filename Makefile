@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c co
 SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate test test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
+.PHONY: install run migrate dist dist-folder dist-service dist-python-client dist-typescript test check test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
 
 $(SERVE_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,9 +35,36 @@ constraints: $(STAMP)  ## rewrite constraints.txt from what .venv holds (after c
 	{ sed -n '/^#/p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 
+# The release (README "Installing a release"): what a user installs, and the Docker image
+# too. Each wheel is built from its sdist, in an isolated environment (python -m build),
+# so a wheel holds only what the sdist carries, never a stray file of this checkout.
+# DIST=<dir> builds elsewhere (tests/release builds once per test run, into a temporary
+# folder, with -j3).
+DIST ?= dist
+
+dist: dist-service dist-python-client dist-typescript  ## build the release into dist/: the service's and the Python client's sdist and wheel, the TypeScript package's npm tarball
+	@ls -l $(DIST)
+
+dist-folder:
+	mkdir -p $(DIST) && rm -f $(DIST)/*.whl $(DIST)/*.tar.gz $(DIST)/*.tgz
+
+dist-service: $(STAMP) dist-folder
+	$(BIN)/python -m build --quiet --outdir $(DIST) .
+
+dist-python-client: $(STAMP) dist-folder
+	$(BIN)/python -m build --quiet --outdir $(DIST) clients/python
+
+dist-typescript: dist-folder
+	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error \
+		&& npm pack --silent --pack-destination $(abspath $(DIST)) >/dev/null
+
 test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and PostgreSQL, then the TypeScript package's (CI=true: nothing may skip)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-typescript
+
+# The quick loop: pytest alone (no apt, no TypeScript suite), with pytest's own arguments.
+check: $(STAMP)  ## only pytest, with ARGS: make check ARGS="tests/api/test_writer.py -k resume"
+	$(BIN)/python -m pytest $(ARGS)
 
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
 	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
@@ -48,9 +75,10 @@ test-typescript: $(STAMP)  ## the TypeScript package (clients/typescript): npm c
 soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing): ~10 min
 	EVENTLOG_SOAK=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff check, ruff format --check, mypy --strict on app and the Python client; tsc and prettier on the TypeScript one
+lint: $(STAMP)  ## ruff check, ruff format --check, the import contracts (lint-imports), mypy --strict on app and the Python client; tsc and prettier on the TypeScript one
 	$(BIN)/ruff check app tests migrations clients/python bench
 	$(BIN)/ruff format --check app tests migrations clients/python bench
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy --strict app
 	$(BIN)/mypy --strict -p mcp_eventlog_client
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run lint
@@ -59,7 +87,7 @@ domain-coverage: $(STAMP)  ## the decision table's tests cover every branch of a
 	$(BIN)/python -m coverage run --branch --source=app/domain --data-file=.coverage.domain -m pytest -q -p no:cacheprovider tests/domain
 	$(BIN)/python -m coverage report --data-file=.coverage.domain --fail-under=100 --show-missing
 
-docker:  ## build the image (needs a Docker engine)
+docker: dist  ## build the image from the release's wheel (needs a Docker engine)
 	docker build -t mcp-eventlog .
 
 format: $(STAMP)
@@ -91,15 +119,27 @@ bench-quick: $(STAMP) bench-tools  ## the same at small sizes (under a minute; C
 # .venv/tools so that no Prometheus server is installed. apt needs root.
 PROMTOOL := $(VENV)/tools/usr/bin/promtool
 
+# Debian's nginx (the load-balancer tests, tests/deploy/test_nginx.py) runs the very
+# configuration of deploy/nginx/ from a temporary prefix on a free loopback port; the
+# package's own daemon is never started by the tests (and apt's policy here starts none).
+#
 # Without root and apt-get this target only says so: those tests then skip with a clear
 # message, except under CI=true, where they fail.
-test-tools:  ## Chromium and promtool for the console and monitoring tests (apt; root)
+test-tools:  ## Chromium, nginx and promtool for the console, load-balancer and monitoring tests (apt; root)
 	@if command -v chromium >/dev/null; then :; \
 	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
 		echo "test-tools: no chromium, and apt-get cannot run here: the browser tests will skip"; \
 	else \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
+	fi
+	@if command -v nginx >/dev/null || test -x /usr/sbin/nginx; then :; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "test-tools: no nginx, and apt-get cannot run here: the load-balancer tests will skip"; \
+	else \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends nginx >/dev/null 2>&1 \
+		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends nginx >/dev/null; }; \
 	fi
 	@if command -v promtool >/dev/null || test -x $(PROMTOOL); then :; \
 	elif ! command -v apt-get >/dev/null; then \

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from app.admin_client import DEFAULT_URL, AdminClient, AdminError
-from app.api.text import printable
+from app.text import printable
 
 COMMANDS = ("streams", "stream", "explain", "stats", "decisions")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from app.errors import StorageError
 from app.service.admin import AdminService
 from app.service.audit import DecisionAudit
 from app.service.background import Background
@@ -24,7 +25,6 @@ from app.service.reading import ReadPath
 from app.service.retention import RetentionWorker
 from app.settings import Settings
 from app.storage.database import Database
-from app.storage.errors import StorageError
 from app.storage.migrate import head_revision
 
 if TYPE_CHECKING:

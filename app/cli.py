@@ -21,10 +21,10 @@ from pydantic_settings import SettingsError
 from app import __version__, bootstrap
 from app.admin_cli import add_admin_parser, run_admin
 from app.admin_client import AdminClient
-from app.api.logs import configure_logging, logging_config
 from app.domain.outcomes import RetentionPass
+from app.logs import configure_logging, logging_config
 from app.settings import Settings
-from app.storage.dialect import dialect_for
+from app.storage.database import dialect_for
 from app.storage.migrate import upgrade
 
 log = logging.getLogger("app.cli")

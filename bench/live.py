@@ -29,10 +29,10 @@ from typing import IO, Any
 
 from app.storage.migrate import upgrade
 from bench import servers
+from bench.child import LOAD_TIMEOUT_S, measure
 from bench.plan import Plan
 
 Results = dict[str, Any]
-LOAD_TIMEOUT_S = 300
 GOALS = {"same_p99_ms": 50.0, "replicas_p99_ms": 500.0, "ratio": 0.8, "readers": 1_000}
 
 
@@ -65,18 +65,7 @@ def say(message: str) -> None:
 
 def load(spec: dict[str, Any]) -> Results:
     """Run one `bench.live_load` spec to its end; its JSON result."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.live_load"],
-        input=json.dumps(spec).encode() + b"\n",
-        capture_output=True,
-        cwd=servers.REPO,
-        timeout=LOAD_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"live load {spec['kind']} failed:\n{done.stderr.decode()[-3000:]}")
-    result: Results = json.loads(done.stdout.splitlines()[-1])
-    return result
+    return measure("bench.live_load", spec)
 
 
 def suite(plan: Plan, workdir: Path) -> Results:

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from bench import seed, servers, wrkload
 from bench.append_cost import open_generations
+from bench.child import measure
 from bench.report import RESULTS_DIR
-from bench.run import load
 
 RATE = 250  # samples per second
 
@@ -44,7 +44,7 @@ RATE = 250  # samples per second
 # the innermost frame that matches any layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("json encode/decode", ("json/encoder.py", "json/decoder.py", "json/__init__.py")),
-    ("logging", ("logging/__init__.py", "app/api/logs.py")),
+    ("logging", ("logging/__init__.py", "app/logs.py")),
     ("prometheus metrics", ("prometheus_client/", "app/api/metrics.py")),
     ("middleware: body limit", ("app/api/limits.py",)),
     ("auth / dependencies", ("app/api/deps.py", "app/api/auth.py", "fastapi/security")),
@@ -297,7 +297,7 @@ def profile(
                     "duration": seconds,
                     "max_requests": 1_000_000,
                 }
-                result = load(spec)
+                result = measure("bench.load", spec)
                 answered = 0
         finally:
             spy.send_signal(signal.SIGINT)

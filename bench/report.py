@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import live
+from bench import bus, live
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -303,6 +303,7 @@ def table(results: dict[str, Any]) -> str:
         for r in rows(results)
     ]
     lines += ["", live.table(results.get("live"))]
+    lines += ["", bus.table(results.get("bus"))]
     machine = results["machine"]
     lines.append("")
     lines.append(

@@ -7,10 +7,7 @@ peers (the SDK's in-memory store, Redis Streams).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,28 +15,17 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, live, peers, seed, servers
+from bench import append_cost, bus, live, peers, seed, servers
+from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
 
 Results = dict[str, Any]
-LOAD_TIMEOUT_S = 300
 
 
 def load(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one load in its own process (`python -m bench.load`) and return its result."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.load"],
-        input=json.dumps(spec).encode(),
-        capture_output=True,
-        cwd=servers.REPO,
-        timeout=LOAD_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"load {spec['kind']} failed:\n{done.stderr.decode()[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return measure("bench.load", spec)
 
 
 say = append_cost.say
@@ -203,6 +189,7 @@ def run(plan: Plan) -> Results:
             say("PostgreSQL (BENCH_POSTGRES_DSN) is not answering: skipped")
         results["peers"] = _timed("peers", lambda: peer_suite(plan), timings)
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
+        results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.child import measure
 from bench.workload import append_body
 
 HOST = "127.0.0.1"
@@ -96,9 +97,8 @@ def _wrk(port: int, tokens: list[str], *, batch: int, seconds: float) -> dict[st
 def _python(
     port: int, tokens: list[str], *, batch: int, seconds: float, warmup: float
 ) -> dict[str, Any]:
-    from bench.run import load
-
-    result = load(
+    result = measure(
+        "bench.load",
         {
             "kind": "append",
             "ports": [port],
@@ -107,6 +107,6 @@ def _python(
             "batch": batch,
             "duration": seconds,
             "warmup": warmup,
-        }
+        },
     )
     return {"load": "python", "connections": len(tokens), **result}

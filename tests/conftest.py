@@ -8,8 +8,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.settings import Settings
 from app.storage.migrate import upgrade
@@ -17,9 +15,11 @@ from tests.support.app import app_client, make_settings
 from tests.support.databases import (
     create_postgres_database,
     drop_postgres_database,
+    empty_postgres,
     postgres_reachable,
     postgres_required,
 )
+from tests.support.needs import missing
 
 BACKENDS = ("sqlite", "postgresql")
 
@@ -45,9 +45,11 @@ def postgres_database() -> Iterator[str]:
     """One migrated PostgreSQL database for the run; tests truncate it before use."""
     problem = postgres_reachable()
     if problem is not None:
-        if postgres_required():
-            pytest.fail(f"PostgreSQL is required (CI=true) but unreachable: {problem}")
-        pytest.skip(f"no PostgreSQL server: {problem}")
+        missing(
+            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
+            problem,
+            required=postgres_required(),
+        )
     url = create_postgres_database()
     try:
         upgrade(url)
@@ -80,16 +82,8 @@ def migrated_database(
 async def database_url(backend: str, migrated_database: str) -> str:
     """An empty, migrated database of the test's backend."""
     url = migrated_database
-    if backend == "sqlite":
-        return url
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(
-                text("TRUNCATE streams, generations, events, decisions RESTART IDENTITY")
-            )
-    finally:
-        await engine.dispose()
+    if backend != "sqlite":
+        await empty_postgres(url)
     return url
 
 

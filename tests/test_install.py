@@ -4,6 +4,7 @@ installs only what serving needs (no dev extras, no Node)."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import subprocess
 import tomllib
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from app import __version__
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,12 +103,44 @@ def test_ci_runs_make_test() -> None:
     assert re.search(r"^make test$", (REPO / ".ci" / "run").read_text(), re.MULTILINE)
 
 
-def test_the_image_installs_through_the_constraints_and_does_not_migrate_postgresql() -> None:
-    dockerfile = (REPO / "Dockerfile").read_text()
-    assert "COPY pyproject.toml README.md constraints.txt ./" in dockerfile
-    [install] = [line for line in dockerfile.splitlines() if "pip install" in line]
-    assert "-c constraints.txt" in install
+def dockerfile() -> str:
+    return (REPO / "Dockerfile").read_text()
+
+
+def test_the_image_installs_the_release_wheel_through_the_constraints() -> None:
+    """One artifact for pip users and the image: the wheel `make dist` builds (issue 22)."""
+    text = dockerfile()
+    [install] = [line for line in text.splitlines() if "pip install" in line]
+    assert "-c /tmp/release/constraints.txt" in install
+    [copied] = re.findall(r"^COPY (dist/\S+) /tmp/release/$", text, re.MULTILINE)
+    wheel = f"dist/mcp_eventlog-{__version__}-py3-none-any.whl"
+    assert fnmatch.fnmatch(wheel, copied)
+    assert install.endswith(copied.replace("dist/", "/tmp/release/"))
     assert "[" not in install  # the service alone, no extras
+    # Nothing of the source tree: what the image runs is what the wheel carries.
+    for source in (
+        "COPY app",
+        "COPY migrations",
+        "alembic.ini",
+        "pyproject.toml",
+        "MIGRATIONS_DIR",
+    ):
+        assert source not in text
+    # `make docker` builds the release first; the builder gets the wheel and constraints.
+    assert "docker build" in make_dry_run("docker")
+    assert "-m build" in make_dry_run("docker")
+    admitted = (REPO / ".dockerignore").read_text().splitlines()
+    assert "*" in admitted
+    assert "!constraints.txt" in admitted
+    assert f"!{copied}" in admitted
+
+
+def test_the_image_is_multi_stage_non_root_health_checked_and_does_not_migrate_postgresql() -> None:
+    text = dockerfile()
+    assert len(re.findall(r"^FROM ", text, re.MULTILINE)) == 2
+    [user] = re.findall(r"^USER (\S+)$", text, re.MULTILINE)
+    assert user not in ("root", "0")
+    assert re.search(r"^HEALTHCHECK .*\n.*/readyz", text, re.MULTILINE)
+    assert text.rstrip().endswith('CMD ["mcp-eventlog", "serve"]')
     # `serve` follows the dialect (SQLite migrates, PostgreSQL does not): no override.
-    assert "EVENTLOG_MIGRATE_ON_START" not in dockerfile
-    assert "constraints.txt" not in (REPO / ".dockerignore").read_text()
+    assert "EVENTLOG_MIGRATE_ON_START" not in text

@@ -42,3 +42,16 @@ def test_every_docs_link_resolves() -> None:
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def _links(markdown: str) -> set[str]:
+    return set(re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", markdown))
+
+
+def test_every_docs_page_is_in_the_index_and_in_the_readmes_table() -> None:
+    pages = {path.name for path in (ROOT / "docs").glob("*.md")}
+    index = _links((ROOT / "docs" / "README.md").read_text())
+    table = README.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    rows = _links("\n".join(line for line in table.splitlines() if line.startswith("|")))
+    assert sorted(pages - {"README.md"} - index) == [], "docs/README.md does not list them"
+    assert sorted(f"docs/{page}" for page in pages if f"docs/{page}" not in rows) == []

@@ -32,7 +32,7 @@ from app.api.problems import problem_responses
 from app.api.schemas import PageResponse
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import STREAM_ID_PATTERN, StreamKey
-from app.service.errors import InvalidRequest
+from app.errors import InvalidRequest
 
 router = APIRouter(
     prefix="/admin/v1",

@@ -8,13 +8,14 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import make_url
 
 from app import __version__, bootstrap, telemetry
 from app.api import admin, health, live, writer
 from app.api.auth import Keyring
 from app.api.deps import ApiState
-from app.api.frontdoor import FrontDoor
+from app.api.frontdoor import install_front_door
 from app.api.metrics import Metrics
 from app.api.problems import install_problem_handlers
 from app.console.router import router as console_router
@@ -47,7 +48,8 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
         async with state.container.running():
             yield
 
-    app = FastAPI(
+    # FastAPI whose /docs and /redoc pages load their scripts from this service, not a CDN.
+    app = FastAPIOffline(
         title="mcp-eventlog",
         version=__version__,
         summary="Durable stream generations and a safe Last-Event-ID resume verdict.",
@@ -56,13 +58,7 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
         redirect_slashes=False,
     )
     app.state.api = state
-    # The one middleware: admission, bodies, request id, access log and metrics.
-    app.add_middleware(
-        FrontDoor,
-        keyring=state.keyring,
-        settings=settings,
-        metrics=metrics,
-    )
+    install_front_door(app, keyring=state.keyring, settings=settings, metrics=metrics)
     install_problem_handlers(app)
     app.include_router(health.router)
     app.include_router(writer.router)

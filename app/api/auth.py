@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from app.api.problems import Forbidden, Unauthenticated
+from app.errors import Forbidden, Unauthenticated
 from app.settings import KeySpec
 
 OPEN_TENANT = "default"

@@ -11,8 +11,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.api.auth import Keyring, Principal, Scope
 from app.api.metrics import Metrics
 from app.bootstrap import Container
+from app.errors import InvalidRequest
 from app.service.admin import AdminService
-from app.service.errors import InvalidRequest
 from app.service.eventlog import EventLogService
 from app.service.live import LiveReads
 from app.settings import Settings

@@ -7,6 +7,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import generate_latest
 
+from app import __version__
 from app.api.deps import api_state
 from app.api.problems import problem, problem_responses
 from app.api.schemas import Health
@@ -22,13 +23,20 @@ _CODES = {
 }
 
 
+class Alive(Health):
+    """Liveness, and the version of the service that answers (which clients go with it:
+    the README's "Which versions go together")."""
+
+    version: str
+
+
 # HEAD too (load balancers and uptime checks often probe with it), kept out of the
 # OpenAPI document: it is the GET without a body.
 @router.head("/healthz", include_in_schema=False)
 @router.get("/healthz")
-async def healthz() -> Health:
-    """The process is alive (it does not touch the database; see `/readyz`)."""
-    return Health(status="ok")
+async def healthz() -> Alive:
+    """The process is alive (it does not touch the database; see `/readyz`), and its version."""
+    return Alive(status="ok", version=__version__)
 
 
 @router.head("/readyz", response_model=Health, include_in_schema=False)
@@ -39,7 +47,7 @@ async def readyz(request: Request) -> Health | Response:
     if unready is None:
         return Health(status="ok")
     why, detail = unready
-    return problem(503, _CODES[why], detail, headers=_RETRY)
+    return problem(_CODES[why], detail, headers=_RETRY)
 
 
 @router.get("/metrics", response_class=Response)

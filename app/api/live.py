@@ -20,8 +20,9 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.deps import LiveDep, PrincipalDep, SettingsDep
 from app.api.params import StreamId
-from app.api.problems import NotAcceptable, problem_responses
+from app.api.problems import problem_responses
 from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
+from app.errors import NotAcceptable
 from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 
 router = APIRouter(prefix="/v1", tags=["live"], responses=problem_responses(401, 403))

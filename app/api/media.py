@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from app.api.problems import InvalidJson, InvalidText, UnsupportedMediaType
-from app.api.text import check_utf8, printable
+from app.errors import InvalidJson, InvalidText, UnsupportedMediaType
+from app.text import check_utf8, printable
 
 # Only a \uD800-\uDFFF escape can make a surrogate out of valid UTF-8 text.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

@@ -10,8 +10,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import Scope
 
-from app.domain.append import Refusal
-from app.domain.outcomes import Appended, Decided, RetentionPass
+from app import __version__
+from app.domain.append import AppendConflict
+from app.domain.outcomes import BatchAcknowledged, Decided, RetentionPass
 from app.service.observer import Observer
 
 UNMATCHED_ROUTE = "<unmatched>"
@@ -88,6 +89,12 @@ class Metrics(Observer):
             ["source"],
             registry=r,
         )
+        # The Prometheus idiom for "which release runs where": a constant 1 whose labels
+        # say it (joined onto other series with `* on(instance) group_left(version)`).
+        self.build_info = Gauge(
+            "eventlog_build_info", "The version of the service", ["version"], registry=r
+        )
+        self.build_info.labels(__version__).set(1)
         self.background_failures = Counter(
             "eventlog_background_task_failures",
             "Background tasks that died and were restarted",
@@ -99,17 +106,17 @@ class Metrics(Observer):
         """Count a resume verdict by reason."""
         self.verdicts.labels(decided.verdict.value, decided.reason.value).inc()
 
-    def appended(self, appended: Appended) -> None:
+    def appended(self, appended: BatchAcknowledged) -> None:
         """Count an accepted batch, its events and what it evicted."""
         self.appends.labels(str(appended.duplicate).lower()).inc()
         if not appended.duplicate:
             self.appended_events.inc(appended.count)
             self.evicted_events.inc(appended.evicted)
 
-    def refused(self, refusal: Refusal) -> None:
+    def refused(self, refusal: AppendConflict) -> None:
         """Count a refused batch; `superseded` is also a fenced append."""
         self.refused_appends.labels(refusal.value).inc()
-        if refusal is Refusal.SUPERSEDED:
+        if refusal is AppendConflict.SUPERSEDED:
             self.fenced_appends.inc()
 
     def retention_ran(self, report: RetentionPass) -> None:

@@ -1,10 +1,20 @@
-"""Every error leaves as `application/problem+json` (RFC 9457) with a stable `code`."""
+"""Every error leaves as `application/problem+json` (RFC 9457) with a stable `code`.
+
+`PROBLEM_CODES` is the one table that speaks HTTP: each problem code the service answers
+with, its status, the headers that go with it and what it means. The errors of
+`app/errors.py` carry a code and a detail, never a status; FastAPI's validation errors and
+the framework's own HTTP errors (404, 405, …) are given codes of this table too, so that
+every answer of the service is one of its rows. `tests/fixtures/problem-codes.json` holds
+the same rows for the clients' tests.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from http import HTTPStatus
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,32 +22,118 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from app.api.schemas import Problem
-from app.domain.decision import Reason
-from app.domain.paging import PageRefusal
-from app.service.errors import (
-    AmbiguousStream,
-    InvalidRequest,
-    Limit,
-    LimitExceeded,
-    PageRefused,
-)
-from app.service.live import LiveRefused, TooManyReaders
-from app.storage.errors import (
-    AppendRefusedError,
-    NotFound,
-    StorageError,
-    StorageUnavailable,
-    UnknownGeneration,
-    UnknownStream,
-)
+from app.domain.append import AppendConflict
+from app.errors import ConflictingBatch, EventLogError
 
 log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
-_HTTP_CODES = {
+_NONE: Mapping[str, str] = MappingProxyType({})
+_RETRY = MappingProxyType({"Retry-After": "1"})
+# A body refused part-way is not read to its end: the connection cannot be reused.
+_CLOSE = MappingProxyType({"Connection": "close"})
+_RETRY_AND_CLOSE = MappingProxyType({**_RETRY, **_CLOSE})
+_CHALLENGE = MappingProxyType({"WWW-Authenticate": 'Bearer realm="mcp-eventlog"'})
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemCode:
+    """How one problem code is answered."""
+
+    status: int
+    meaning: str
+    """One line for the reader of the table (and of the clients' fixture)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    said: str | None = None
+    """The detail the client gets instead of the error's own, which is for the service log."""
+    logged: int | None = None
+    """The level the error is logged at: a fault of the service's, not of the request."""
+
+
+PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
+    {
+        "ambiguous_stream": ProblemCode(
+            409, "a stream id several tenants use, asked about without saying which tenant"
+        ),
+        "background_task_down": ProblemCode(
+            503, "readiness: a background task of the process is down"
+        ),
+        "bad_request": ProblemCode(400, "the framework could not read the request"),
+        "batch_too_large": ProblemCode(
+            413, "a batch holds more events than EVENTLOG_MAX_BATCH_EVENTS", _CLOSE
+        ),
+        "beyond_tail": ProblemCode(
+            409, "a claim or a page after a seq the generation never reached"
+        ),
+        "body_timeout": ProblemCode(
+            408, "the body did not arrive within EVENTLOG_BODY_TIMEOUT_SECONDS"
+        ),
+        "body_too_large": ProblemCode(413, "the body is over EVENTLOG_MAX_BODY_BYTES", _CLOSE),
+        "cross_stream": ProblemCode(
+            409, "a live read's claim names a generation of another stream"
+        ),
+        "database_unavailable": ProblemCode(
+            503,
+            "the database is unreachable, restarting or busy; nothing was stored",
+            _RETRY,
+            said="the database is unavailable; nothing was stored, retry later",
+            logged=logging.WARNING,
+        ),
+        "event_too_large": ProblemCode(
+            413, "an event's data is over EVENTLOG_MAX_EVENT_BYTES", _CLOSE
+        ),
+        "evicted": ProblemCode(410, "events of the requested range were evicted (never skipped)"),
+        "expired": ProblemCode(410, "the generation's events were purged by its time to live"),
+        "forbidden": ProblemCode(403, "the key lacks the scope the route needs"),
+        "host_not_allowed": ProblemCode(421, "the Host is not one the service answers as"),
+        "internal_error": ProblemCode(500, "an unexpected error of the service (its log has it)"),
+        "invalid_json": ProblemCode(422, "the body is not strict UTF-8 JSON (or has a key twice)"),
+        "malformed_id": ProblemCode(400, "a live read's claim is not <token>:<seq>"),
+        "method_not_allowed": ProblemCode(405, "the route does not answer this method"),
+        "not_acceptable": ProblemCode(406, "the client accepts none of the route's media types"),
+        "not_found": ProblemCode(404, "no such route (or console file)"),
+        "origin_not_allowed": ProblemCode(403, "a browser page of an origin not accepted"),
+        "overloaded": ProblemCode(
+            503, "the process holds as many request bodies as it may", _RETRY_AND_CLOSE
+        ),
+        "schema_not_current": ProblemCode(503, "readiness: the database schema is not the newest"),
+        "seq_conflict": ProblemCode(
+            409, "the batch overlaps stored events with other content (or unverifiable ones)"
+        ),
+        "seq_gap": ProblemCode(409, "first_seq is beyond tail_seq + 1"),
+        "storage_error": ProblemCode(
+            500,
+            "the database failed; nothing was stored",
+            said="the database failed; nothing was stored",
+            logged=logging.ERROR,
+        ),
+        "superseded": ProblemCode(409, "a newer generation of the stream fenced this one"),
+        "terminal": ProblemCode(409, "the generation is finished; nothing more is appended"),
+        "too_many_readers": ProblemCode(
+            503, "the process serves EVENTLOG_LIVE_MAX_READERS live readers", _RETRY_AND_CLOSE
+        ),
+        "unauthorized": ProblemCode(401, "no key, or a key the service does not know", _CHALLENGE),
+        "unknown_generation": ProblemCode(404, "no generation has this token (for this tenant)"),
+        "unknown_stream": ProblemCode(404, "no stream has this id (for this tenant)"),
+        "unsupported_media_type": ProblemCode(
+            415, "the body is not declared as JSON, or is encoded"
+        ),
+        "validation_error": ProblemCode(
+            422, "the request does not match the schema, or breaks a rule of the contract"
+        ),
+    }
+)
+# One code, two answers: an append to an expired generation conflicts with its state (409,
+# as every refused append does), where a read of its events finds them gone (410).
+_APPEND_CONFLICT_EXPIRED = ProblemCode(409, "an append to a generation its time to live expired")
+_DENIAL = "websocket.http.response"  # the ASGI extension for a WebSocket denial response
+_POLICY_VIOLATION = 1008  # WebSocket close code
+# The framework's own errors, by status (anything else it raised would be a defect here).
+HTTP_ERROR_CODES: Mapping[int, str] = {
     400: "bad_request",
     401: "unauthorized",
     403: "forbidden",
@@ -49,6 +145,20 @@ _HTTP_CODES = {
 }
 
 
+def problem_codes() -> list[tuple[str, int, str]]:
+    """Every (code, status, meaning) the service answers with, sorted."""
+    rows = [(code, row.status, row.meaning) for code, row in PROBLEM_CODES.items()]
+    expired = _APPEND_CONFLICT_EXPIRED
+    return sorted([*rows, (AppendConflict.EXPIRED.value, expired.status, expired.meaning)])
+
+
+def problem_code(error: EventLogError) -> ProblemCode:
+    """The row an error of the tree is answered by (`KeyError` for a code not in the table)."""
+    if isinstance(error, ConflictingBatch) and error.conflict is AppendConflict.EXPIRED:
+        return _APPEND_CONFLICT_EXPIRED
+    return PROBLEM_CODES[error.code]
+
+
 class ProblemResponse(JSONResponse):
     """A JSON response with the problem media type."""
 
@@ -56,18 +166,30 @@ class ProblemResponse(JSONResponse):
 
 
 def problem(
-    status: int, code: str, detail: str, *, headers: Mapping[str, str] | None = None, **extra: Any
+    code: str,
+    detail: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    row: ProblemCode | None = None,
+    members: Mapping[str, Any] = _NONE,
 ) -> ProblemResponse:
-    """Build one problem response."""
+    """The problem response for `code` (its row of the table, unless `row` is given).
+
+    `headers` go beside the row's own (and win over them); `members` are extension members
+    of the body (`errors`, `verdict`).
+    """
+    row = row or PROBLEM_CODES[code]
     body = {
         "type": f"urn:mcp-eventlog:problem:{code}",
-        "title": HTTPStatus(status).phrase,
-        "status": status,
+        "title": HTTPStatus(row.status).phrase,
+        "status": row.status,
         "detail": detail,
         "code": code,
-        **extra,
+        **members,
     }
-    return ProblemResponse(jsonable_encoder(body), status_code=status, headers=headers)
+    return ProblemResponse(
+        jsonable_encoder(body), status_code=row.status, headers={**row.headers, **(headers or {})}
+    )
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -82,176 +204,57 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-class Unauthenticated(Exception):
-    """No key, or a key that is not configured."""
+def answer(error: EventLogError) -> ProblemResponse:
+    """The problem response for an error of the tree."""
+    row = problem_code(error)
+    if row.logged is not None:
+        log.log(row.logged, "%s: %s", error.code, error.detail)
+    return problem(error.code, row.said or error.detail, row=row, members=error.members)
 
 
-class Forbidden(Exception):
-    """A valid key without the scope the route needs."""
+async def send_problem(error: EventLogError, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer an error of the tree straight on the ASGI connection (a piece of the front door).
 
-
-class UnsupportedMediaType(Exception):
-    """The body is not declared as JSON (or is encoded)."""
-
-
-class HostNotAllowed(Exception):
-    """The `Host` names no host this service answers as (a DNS-rebinding page, say)."""
-
-
-class OriginNotAllowed(Exception):
-    """A browser page of another origin sent the request."""
-
-
-class BodyTooLarge(Exception):
-    """The body is over `max_body_bytes`."""
-
-
-class BodyTimeout(Exception):
-    """The body did not arrive within `body_timeout_seconds`."""
-
-
-class Overloaded(Exception):
-    """The process holds as many request bodies as it may (`max_body_bytes_in_flight`)."""
-
-
-class InvalidJson(Exception):
-    """The body is not strict JSON (not UTF-8, broken, or a key twice in one object)."""
-
-
-class InvalidText(Exception):
-    """A string of the request is not valid UTF-8 (a lone surrogate)."""
-
-
-class NotAcceptable(Exception):
-    """The client accepts none of the media types the route answers with."""
-
-
-# The one error table: every refusal a lower layer raises, as (status, code, headers).
-# Lower layers raise typed errors in the problem's words; only this table speaks HTTP.
-_Rule = Callable[[Any], tuple[int, str]]
-_RETRY = {"Retry-After": "1"}
-_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcp-eventlog"'}
-_PAGE_STATUS = {
-    PageRefusal.BEYOND_TAIL: 409,
-    PageRefusal.EXPIRED: 410,
-    PageRefusal.EVICTED: 410,
-}
-_LIMIT_CODE = {Limit.BATCH_EVENTS: "batch_too_large", Limit.EVENT_BYTES: "event_too_large"}
-# An invalid claim on the live route: an EventSource stops on these instead of retrying.
-_LIVE_STATUS = {
-    Reason.MALFORMED_ID: 400,
-    Reason.UNKNOWN_GENERATION: 404,
-    Reason.CROSS_STREAM: 409,
-    Reason.BEYOND_TAIL: 409,
-}
-ERROR_TABLE: dict[type[Exception], _Rule] = {
-    UnknownGeneration: lambda _e: (404, "unknown_generation"),
-    UnknownStream: lambda _e: (404, "unknown_stream"),
-    AppendRefusedError: lambda e: (409, e.refusal.value),
-    PageRefused: lambda e: (_PAGE_STATUS[e.refusal], e.refusal.value),
-    LimitExceeded: lambda e: (413, _LIMIT_CODE[e.limit]),
-    InvalidRequest: lambda _e: (422, "validation_error"),
-    AmbiguousStream: lambda _e: (409, "ambiguous_stream"),
-    Unauthenticated: lambda _e: (401, "unauthorized"),
-    Forbidden: lambda _e: (403, "forbidden"),
-    UnsupportedMediaType: lambda _e: (415, "unsupported_media_type"),
-    NotAcceptable: lambda _e: (406, "not_acceptable"),
-    LiveRefused: lambda e: (_LIVE_STATUS[e.reason], e.reason.value),
-    TooManyReaders: lambda _e: (503, "too_many_readers"),
-    HostNotAllowed: lambda _e: (421, "host_not_allowed"),
-    OriginNotAllowed: lambda _e: (403, "origin_not_allowed"),
-    BodyTooLarge: lambda _e: (413, "body_too_large"),
-    BodyTimeout: lambda _e: (408, "body_timeout"),
-    Overloaded: lambda _e: (503, "overloaded"),
-    InvalidJson: lambda _e: (422, "invalid_json"),
-    InvalidText: lambda _e: (422, "validation_error"),
-}
-_EXTRA: dict[type[Exception], dict[str, str]] = {LiveRefused: {"verdict": "invalid"}}
-# A body refused part-way is not read to its end: the connection cannot be reused.
-_CLOSE = {"Connection": "close"}
-_HEADERS: dict[int, dict[str, str]] = {
-    401: _CHALLENGE,
-    413: _CLOSE,
-    503: {**_RETRY, **_CLOSE},
-}
-
-
-class Refused(StarletteHTTPException):
-    """A refusal of the table raised where only an `HTTPException` passes through.
-
-    The front door reads a body when the route's handler asks for it; FastAPI lets only
-    an `HTTPException` out of that read, so the refusal travels inside one.
+    A WebSocket upgrade gets the same problem as a denial response where the server can
+    send one; elsewhere it is closed before it was accepted, which the server answers 403.
     """
-
-    def __init__(self, error: Exception) -> None:
-        status, _code = _rule(error)(error)
-        super().__init__(status_code=status, detail=_detail(error))
-        self.error = error
-
-
-def _rule(error: Exception) -> _Rule:
-    for kind, rule in ERROR_TABLE.items():
-        if isinstance(error, kind):
-            return rule
-    raise KeyError(type(error).__name__)
-
-
-def refusal(error: Exception) -> ProblemResponse:
-    """The problem response for a refusal of the error table (`KeyError` for any other)."""
-    status, code = _rule(error)(error)
-    extra = _EXTRA.get(type(error), {})
-    return problem(status, code, _detail(error), headers=_HEADERS.get(status), **extra)
+    if scope["type"] == "websocket" and _DENIAL not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": _POLICY_VIOLATION, "reason": error.code})
+        return
+    await answer(error)(scope, receive, send)
 
 
 def internal_error() -> ProblemResponse:
     """The answer to an error nobody expected (the service log has the traceback)."""
-    return problem(500, "internal_error", "an unexpected error; see the service log")
+    return problem("internal_error", "an unexpected error; see the service log")
+
+
+class ErrorCarrier(StarletteHTTPException):
+    """Carries an error of the tree out of FastAPI's body read, which lets only an
+    `HTTPException` through (the front door reads a body when the handler asks for it)."""
+
+    def __init__(self, error: EventLogError) -> None:
+        super().__init__(status_code=problem_code(error).status, detail=error.detail)
+        self.error = error
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     """Map every exception the API can meet to its problem response."""
-    for error_type in ERROR_TABLE:
-        app.add_exception_handler(error_type, _refusal)
-    app.add_exception_handler(StorageUnavailable, _unavailable)
-    app.add_exception_handler(StorageError, _storage_error)
-    app.add_exception_handler(Refused, _refused)
+    app.add_exception_handler(EventLogError, _tree)
+    app.add_exception_handler(ErrorCarrier, _carried)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _unexpected)
 
 
-async def _refusal(_request: Request, error: Exception) -> ProblemResponse:
-    return refusal(error)
+async def _tree(_request: Request, error: Exception) -> ProblemResponse:
+    assert isinstance(error, EventLogError)
+    return answer(error)
 
 
-async def _refused(_request: Request, error: Exception) -> ProblemResponse:
-    assert isinstance(error, Refused)
-    return refusal(error.error)
-
-
-def _detail(error: Exception) -> str:
-    detail = getattr(error, "detail", None)
-    if isinstance(detail, str):
-        return detail
-    if isinstance(error, NotFound):
-        what = "generation" if isinstance(error, UnknownGeneration) else "stream"
-        return f"no {what} {error.args[0]!r} here"
-    return str(error)
-
-
-async def _unavailable(_request: Request, error: Exception) -> ProblemResponse:
-    log.warning("database unavailable: %s", error)
-    return problem(
-        503,
-        "database_unavailable",
-        "the database is unavailable; nothing was stored, retry later",
-        headers=_RETRY,
-    )
-
-
-async def _storage_error(_request: Request, error: Exception) -> ProblemResponse:
-    log.error("storage error: %s", error)
-    return problem(500, "storage_error", "the database failed; nothing was stored")
+async def _carried(_request: Request, error: Exception) -> ProblemResponse:
+    assert isinstance(error, ErrorCarrier)
+    return answer(error.error)
 
 
 async def _validation(_request: Request, error: Exception) -> ProblemResponse:
@@ -261,19 +264,23 @@ async def _validation(_request: Request, error: Exception) -> ProblemResponse:
         for e in error.errors()
     ]
     if any(e["type"] == "json_invalid" for e in errors):
-        return problem(422, "invalid_json", "the body is not valid JSON", errors=errors)
-    return problem(422, "validation_error", "the request does not match the schema", errors=errors)
+        return problem("invalid_json", "the body is not valid JSON", members={"errors": errors})
+    return problem(
+        "validation_error", "the request does not match the schema", members={"errors": errors}
+    )
 
 
-async def _http(_request: Request, error: Exception) -> ProblemResponse:
+async def _http(request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, StarletteHTTPException)
     if error.status_code == 400 and isinstance(error.__cause__, ValueError | RecursionError):
         # FastAPI turns a body json.loads cannot read at all (not UTF-8, nested past the
         # recursion limit) into a bare 400; to the client it is the same as broken JSON.
-        return problem(422, "invalid_json", "the body is not valid UTF-8 JSON")
-    code = _HTTP_CODES.get(error.status_code, "http_error")
+        return problem("invalid_json", "the body is not valid UTF-8 JSON")
+    code = HTTP_ERROR_CODES.get(error.status_code)
+    if code is None:
+        return await _unexpected(request, error)
     detail = error.detail if isinstance(error.detail, str) else HTTPStatus(error.status_code).phrase
-    return problem(error.status_code, code, detail, headers=error.headers)
+    return problem(code, detail, headers=error.headers)
 
 
 async def _unexpected(_request: Request, error: Exception) -> ProblemResponse:

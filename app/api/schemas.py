@@ -7,11 +7,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from app.api.text import check_label
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import MAX_SEQ, format_event_id
 from app.service.reading import Reading
 from app.storage.records import AppendResult, EventPage, GenerationRecord
+from app.text import check_label
 
 GenerationReason = Literal["initial", "failover", "retry", "reset"]
 

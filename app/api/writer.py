@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
+from app.api.auth import Principal
 from app.api.deps import LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
 from app.api.params import After, PageSize, StreamId, Token, Wait
 from app.api.problems import problem_responses
@@ -18,7 +19,9 @@ from app.api.schemas import (
     StreamResponse,
 )
 from app.domain.append import EventBody
-from app.service.errors import InvalidRequest
+from app.errors import InvalidRequest
+from app.service.eventlog import EventLogService
+from app.settings import Settings
 
 # Every writer route answers 401 without a valid key and 403 without the writer scope
 # (once keys are configured), so every one documents both.
@@ -83,13 +86,7 @@ async def resume_stream(
     settings: SettingsDep,
 ) -> ResumeResponse:
     """Decide whether a client may resume this stream after `last_event_id`."""
-    reading = await service.resume(
-        principal.tenant,
-        body.last_event_id,
-        asked_stream=stream_id,
-        limit=page_limit(body.limit, settings),
-    )
-    return ResumeResponse.of(reading, body.last_event_id)
+    return await _resume(body, principal, service, settings, asked_stream=stream_id)
 
 
 @router.post("/resume", responses=problem_responses(413, 415, 422))
@@ -97,10 +94,21 @@ async def resume(
     body: ResumeRequest, principal: PrincipalDep, service: ServiceDep, settings: SettingsDep
 ) -> ResumeResponse:
     """The same decision, taking the stream from the generation the id names."""
+    return await _resume(body, principal, service, settings, asked_stream=None)
+
+
+async def _resume(
+    body: ResumeRequest,
+    principal: Principal,
+    service: EventLogService,
+    settings: Settings,
+    *,
+    asked_stream: str | None,
+) -> ResumeResponse:
     reading = await service.resume(
         principal.tenant,
         body.last_event_id,
-        asked_stream=None,
+        asked_stream=asked_stream,
         limit=page_limit(body.limit, settings),
     )
     return ResumeResponse.of(reading, body.last_event_id)

@@ -14,8 +14,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from fastapi import APIRouter, Request, Response
-
-from app.api.problems import problem
+from starlette.exceptions import HTTPException
 
 PREFIX = "/admin/ui"
 
@@ -112,9 +111,9 @@ async def console_asset(asset: str, request: Request) -> Response:
 def _send(request: Request, name: str) -> Response:
     found = assets().get(name)
     if found is None:
-        refused = problem(404, "not_found", "the console has no such file")
-        refused.headers.update(SECURITY_HEADERS)
-        return refused
+        # Rendered as problem+json by the API's one error handler, as every other 404 is:
+        # the console speaks HTTP only and knows nothing of the API's modules.
+        raise HTTPException(404, "the console has no such file", headers=SECURITY_HEADERS)
     headers = {"ETag": found.etag, **SECURITY_HEADERS}
     if found.etag in _etags(request.headers.get("if-none-match")):
         return Response(status_code=304, headers=headers)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
-class Refusal(StrEnum):
-    """Why an append is refused (the problem `code`)."""
+class AppendConflict(StrEnum):
+    """What in its generation's state a batch conflicts with (the problem `code`)."""
 
     SUPERSEDED = "superseded"
     TERMINAL = "terminal"
@@ -31,13 +31,15 @@ class EventBody:
 
 @dataclass(frozen=True, slots=True)
 class GenerationState:
-    """The state of the generation being appended to, read under its write lock."""
+    """A generation's counters and marks, as the rules look at them: the append rules read
+    them under the generation's write lock, the resume decision (`GenerationFacts`, which
+    adds what it needs) in one snapshot."""
 
     head_seq: int
     tail_seq: int
     current: bool
     terminal: bool
-    terminal_seq: int | None
+    terminal_seq: int | None = None
     expired: bool = False
 
 
@@ -57,10 +59,10 @@ class AppendPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class AppendRefused:
-    """The refused outcome, with a human-readable detail."""
+class NotAppended:
+    """The other outcome: nothing is appended, because of `conflict` (`detail` for a human)."""
 
-    refusal: Refusal
+    conflict: AppendConflict
     detail: str
 
 
@@ -78,7 +80,7 @@ def plan_append(
     first_seq: int | None,
     terminal: bool,
     stored: Mapping[int, EventBody],
-) -> AppendPlan | AppendRefused:
+) -> AppendPlan | NotAppended:
     """Apply the contract's append rules; `stored` holds the events at `overlap(...)`.
 
     A verified retry is answered as a duplicate even when the generation has since been
@@ -89,16 +91,16 @@ def plan_append(
     if _is_repeated_finish(state, batch, first_seq, terminal):
         return AppendPlan(state.tail_seq + 1, 0, duplicate=True, terminal=True)
     if not state.current:
-        return AppendRefused(Refusal.SUPERSEDED, "a newer generation fenced this one")
+        return NotAppended(AppendConflict.SUPERSEDED, "a newer generation fenced this one")
     if state.terminal:
-        return AppendRefused(Refusal.TERMINAL, "the generation is terminal")
+        return NotAppended(AppendConflict.TERMINAL, "the generation is terminal")
     if state.expired:
         # Its events were purged by the TTL and every resume of it is reset: an event
         # stored now could never be delivered, so it is refused rather than acknowledged.
-        return AppendRefused(Refusal.EXPIRED, "the generation expired; open a new one")
+        return NotAppended(AppendConflict.EXPIRED, "the generation expired; open a new one")
     expected = state.tail_seq + 1
     if first_seq is not None and first_seq != expected:
-        return AppendRefused(Refusal.SEQ_GAP, f"first_seq {first_seq}, expected {expected}")
+        return NotAppended(AppendConflict.SEQ_GAP, f"first_seq {first_seq}, expected {expected}")
     return AppendPlan(expected, len(batch), duplicate=False, terminal=terminal)
 
 
@@ -121,24 +123,26 @@ def _retry(
     first_seq: int,
     terminal: bool,
     stored: Mapping[int, EventBody],
-) -> AppendPlan | AppendRefused:
+) -> AppendPlan | NotAppended:
     plan = AppendPlan(first_seq, len(batch), duplicate=True, terminal=terminal)
     if not batch:
         # An empty terminal batch at first_seq <= tail names no event: it can only be a
         # retry of "finish at the tail" when first_seq is exactly tail + 1 (handled above).
-        return AppendRefused(Refusal.SEQ_CONFLICT, "an empty batch must start at tail_seq + 1")
+        return NotAppended(AppendConflict.SEQ_CONFLICT, "an empty batch must start at tail_seq + 1")
     if plan.last_seq > state.tail_seq:
-        return AppendRefused(
-            Refusal.SEQ_CONFLICT, f"the batch overlaps the tail ({state.tail_seq})"
+        return NotAppended(
+            AppendConflict.SEQ_CONFLICT, f"the batch overlaps the tail ({state.tail_seq})"
         )
     if first_seq < state.head_seq:
-        return AppendRefused(
-            Refusal.SEQ_CONFLICT,
+        return NotAppended(
+            AppendConflict.SEQ_CONFLICT,
             f"seqs before the head ({state.head_seq}) were evicted; a retry cannot be verified",
         )
     for seq, body in enumerate(batch, start=first_seq):
         if stored.get(seq) != body:
-            return AppendRefused(Refusal.SEQ_CONFLICT, f"seq {seq} is stored with other content")
+            return NotAppended(
+                AppendConflict.SEQ_CONFLICT, f"seq {seq} is stored with other content"
+            )
     if terminal and state.terminal_seq != plan.last_seq:
-        return AppendRefused(Refusal.SEQ_CONFLICT, "the stored batch was not terminal")
+        return NotAppended(AppendConflict.SEQ_CONFLICT, "the stored batch was not terminal")
     return plan

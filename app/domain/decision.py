@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from app.domain.append import GenerationState
 from app.domain.ids import EventId
 
 
@@ -45,9 +46,10 @@ class TerminalPolicy(StrEnum):
     REPLAY = "replay"
 
 
-@dataclass(frozen=True, slots=True)
-class GenerationFacts:
-    """What the store knows about the generation a claimed id names, in one snapshot.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GenerationFacts(GenerationState):
+    """What the store knows about the generation a claimed id names, in one snapshot: its
+    state, and which generation of which stream it is.
 
     `contiguous` is whether the retained events after the claimed seq form an unbroken
     run up to the tail (no eviction hole).
@@ -55,11 +57,6 @@ class GenerationFacts:
 
     token: str
     stream_id: str
-    head_seq: int
-    tail_seq: int
-    current: bool
-    terminal: bool
-    expired: bool
     contiguous: bool = True
 
 

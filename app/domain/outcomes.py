@@ -25,7 +25,7 @@ class Decided:
 
 
 @dataclass(frozen=True, slots=True)
-class Appended:
+class BatchAcknowledged:
     """A batch was stored (`count` events, evicting `evicted`), or was a verified retry."""
 
     count: int

@@ -13,15 +13,14 @@ from sqlalchemy.engine import Connection
 
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import StreamKey
+from app.errors import AmbiguousStream, UnknownStream
 from app.service.audit import DecisionAudit
 from app.service.clock import Clock, utc_now
-from app.service.errors import AmbiguousStream
 from app.service.reading import Reading, ReadPath
 from app.service.retention import RetentionWorker
 from app.storage import decisions, generations
 from app.storage.database import Database
 from app.storage.decisions import DecisionFilter
-from app.storage.errors import UnknownStream
 from app.storage.records import (
     DecisionEntry,
     EventPage,

@@ -24,12 +24,12 @@ from functools import partial
 
 from app.domain.decision import Verdict
 from app.domain.outcomes import Decided
+from app.errors import StorageUnavailable
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
 from app.storage import decisions
 from app.storage.database import Database
 from app.storage.decisions import MAX_LAST_EVENT_ID
-from app.storage.errors import StorageUnavailable
 from app.storage.records import DecisionEntry
 
 log = logging.getLogger(__name__)

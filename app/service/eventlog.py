@@ -8,15 +8,14 @@ from sqlalchemy.engine import Connection
 
 from app.domain.append import EventBody
 from app.domain.ids import StreamKey
-from app.domain.outcomes import Appended
+from app.domain.outcomes import BatchAcknowledged
+from app.errors import BatchTooLarge, ConflictingBatch, EventTooLarge, InvalidRequest, UnknownStream
 from app.service.clock import Clock, utc_now
-from app.service.errors import InvalidRequest, Limit, LimitExceeded
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath
 from app.settings import Settings
 from app.storage import events, generations
 from app.storage.database import Database
-from app.storage.errors import AppendRefusedError, UnknownStream
 from app.storage.generations import NewGeneration
 from app.storage.records import (
     AppendResult,
@@ -89,23 +88,19 @@ class EventLogService:
 
         try:
             result = await self._database.write(append_in, weight=max(1, len(batch)))
-        except AppendRefusedError as refused:
-            self._observer.refused(refused.refusal)
+        except ConflictingBatch as conflicting:
+            self._observer.refused(conflicting.conflict)
             raise
-        self._observer.appended(Appended(result.count, result.duplicate, result.evicted))
+        self._observer.appended(BatchAcknowledged(result.count, result.duplicate, result.evicted))
         return result
 
     def _check_limits(self, batch: Sequence[EventBody]) -> None:
         s = self._settings
         if len(batch) > s.max_batch_events:
-            raise LimitExceeded(
-                Limit.BATCH_EVENTS, f"{len(batch)} events; at most {s.max_batch_events} a batch"
-            )
+            raise BatchTooLarge(f"{len(batch)} events; at most {s.max_batch_events} a batch")
         for index, body in enumerate(batch):
             if len(body.data.encode()) > s.max_event_bytes:
-                raise LimitExceeded(
-                    Limit.EVENT_BYTES, f"events[{index}].data is over {s.max_event_bytes} bytes"
-                )
+                raise EventTooLarge(f"events[{index}].data is over {s.max_event_bytes} bytes")
 
     async def resume(
         self, tenant: str, last_event_id: str, *, asked_stream: str | None, limit: int

@@ -29,8 +29,9 @@ from app.service.frames import EventFrame, Frame, PageFrames
 from app.service.observer import Observer
 from app.service.reading import Step
 from app.service.sharing import RecentByIdentity, SharedReads
+from app.storage.changes import Changes, TailAppend
 from app.storage.records import EventPage
-from app.storage.wakeups import Appended, Changes, WakeupSource
+from app.storage.wakeups import WakeupSource
 
 T = TypeVar("T")
 
@@ -110,8 +111,8 @@ class Fanout:
         self._fanout_max = fanout_max
         self._pending: dict[int, asyncio.TimerHandle] = {}
         self._shared = SharedReads()
-        self._handed: dict[int, Appended] = {}
-        self._handed_steps: dict[int, tuple[Appended, Step]] = {}
+        self._handed: dict[int, TailAppend] = {}
+        self._handed_steps: dict[int, tuple[TailAppend, Step]] = {}
         self._frames: RecentByIdentity[EventPage, PageFrames] = RecentByIdentity(_SHARED_KEPT)
         self._bodies: RecentByIdentity[PageFrames, tuple[Encode, bytes]] = RecentByIdentity(
             _SHARED_KEPT
@@ -258,5 +259,5 @@ class Fanout:
         return body
 
 
-def _handable(appended: Appended) -> bool:
+def _handable(appended: TailAppend) -> bool:
     return sum(len(event.data) for event in appended.events) <= _HANDOFF_MAX_CHARS

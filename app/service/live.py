@@ -29,29 +29,16 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
 from app.domain.decision import Reason, Verdict
+from app.errors import InvalidClaim, StorageError, TooManyReaders, UnknownStream
 from app.service.eventlog import EventLogService
 from app.service.fanout import Encode, Fanout, ReaderSlot, Watch
 from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath, Step
 from app.settings import Settings
-from app.storage.errors import StorageError, UnknownStream
 from app.storage.records import EventPage, GenerationRecord
 
 log = logging.getLogger(__name__)
-
-
-class LiveRefused(Exception):
-    """The claim is `invalid`: no stream is served (the reason says why)."""
-
-    def __init__(self, reason: Reason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-class TooManyReaders(Exception):
-    """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
 
 
 @dataclass(slots=True)
@@ -117,7 +104,7 @@ class LiveReads:
     async def follow(self, tenant: str, stream_id: str, last_event_id: str | None) -> Follow:
         """Decide the reader's claim (audited like a resume) and take a reader slot.
 
-        No claim means the stream's current generation from seq 1. `LiveRefused` for an
+        No claim means the stream's current generation from seq 1. `InvalidClaim` for an
         `invalid` claim, `UnknownStream` for a stream without a generation,
         `TooManyReaders` past the per-process cap.
         """
@@ -133,7 +120,7 @@ class LiveReads:
         )
         decision = reading.decision
         if decision.verdict is Verdict.INVALID:
-            raise LiveRefused(decision.reason, decision.detail)
+            raise InvalidClaim(decision.reason, decision.detail)
         claimed = reading.claimed
         assert claimed is not None  # a claim that is not invalid names a generation
         current = await self._reads.current(claimed.stream_pk)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.domain.append import Refusal
-from app.domain.outcomes import Appended, Decided, RetentionPass
+from app.domain.append import AppendConflict
+from app.domain.outcomes import BatchAcknowledged, Decided, RetentionPass
 
 
 class Observer:
@@ -19,10 +19,10 @@ class Observer:
     def decided(self, decided: Decided) -> None:
         """A resume claim was decided (and its answer is about to be returned)."""
 
-    def appended(self, appended: Appended) -> None:
+    def appended(self, appended: BatchAcknowledged) -> None:
         """A batch was stored, or recognised as a duplicate."""
 
-    def refused(self, refusal: Refusal) -> None:
+    def refused(self, refusal: AppendConflict) -> None:
         """An append was refused (`superseded` is a fenced, stale producer)."""
 
     def retention_ran(self, report: RetentionPass) -> None:
@@ -57,11 +57,11 @@ class Observers(Observer):
         for observer in self._observers:
             observer.decided(decided)
 
-    def appended(self, appended: Appended) -> None:
+    def appended(self, appended: BatchAcknowledged) -> None:
         for observer in self._observers:
             observer.appended(appended)
 
-    def refused(self, refusal: Refusal) -> None:
+    def refused(self, refusal: AppendConflict) -> None:
         for observer in self._observers:
             observer.refused(refusal)
 

@@ -8,7 +8,7 @@ would get on the same state, because it is computed by the same code on the same
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sqlalchemy.engine import Connection
@@ -17,7 +17,7 @@ from app.domain.decision import Decision, GenerationFacts, Reason, TerminalPolic
 from app.domain.ids import EventId, parse_event_id
 from app.domain.outcomes import Decided
 from app.domain.paging import PageRefusal, check_page
-from app.service.errors import PageRefused
+from app.errors import PageOutOfRange
 from app.settings import Settings
 from app.storage import events, generations
 from app.storage.database import Database
@@ -66,16 +66,8 @@ class Step:
 
 def facts_of(gen: GenerationRecord, *, contiguous: bool | None = None) -> GenerationFacts:
     """What the decision needs to know of a stored generation (contiguity: its counters')."""
-    return GenerationFacts(
-        token=gen.token,
-        stream_id=gen.stream_id,
-        head_seq=gen.head_seq,
-        tail_seq=gen.tail_seq,
-        current=gen.current,
-        terminal=gen.terminal,
-        expired=gen.expired,
-        contiguous=gen.contiguous if contiguous is None else contiguous,
-    )
+    facts = gen.facts()
+    return facts if contiguous is None else replace(facts, contiguous=contiguous)
 
 
 class DecisionTracer(Protocol):
@@ -121,10 +113,12 @@ class ReadPath:
                 after=after, head_seq=gen.head_seq, tail_seq=gen.tail_seq, expired=gen.expired
             )
             if refusal is not None:
-                raise PageRefused(refusal, _page_detail(refusal, gen, after))
+                raise PageOutOfRange(refusal, _page_detail(refusal, gen, after))
             page = self._read(conn, gen, after, limit)
             if not page.contiguous:
-                raise PageRefused(PageRefusal.EVICTED, "events in the requested range are missing")
+                raise PageOutOfRange(
+                    PageRefusal.EVICTED, "events in the requested range are missing"
+                )
             return gen, page
 
         return await self._database.read(read)

@@ -26,12 +26,12 @@ from sqlalchemy.engine import Connection
 
 from app.domain.ids import StreamKey
 from app.domain.outcomes import RetentionPass
+from app.errors import StorageError
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
 from app.settings import Settings
 from app.storage import decisions, events, retention
 from app.storage.database import Database
-from app.storage.errors import StorageError
 from app.storage.records import Tombstoned
 
 log = logging.getLogger(__name__)

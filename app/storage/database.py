@@ -4,22 +4,36 @@ Every read and write of the service is a plain function over a synchronous `Conn
 (the queries in `generations`, `events`, `decisions`, `retention`), run here as one
 transaction: `read` in one consistent snapshot, `write` through the process's write path
 (see `app/storage/transactions.py`). Callers never begin or commit; driver errors leave as
-`StorageUnavailable` / `StorageError`.
+`StorageUnavailable` / `StorageError`. What is one database's is its `Dialect`'s
+(`app/storage/dialect.py`; `sqlite.py`, `postgres.py`), chosen here by the URL.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.settings import Settings
-from app.storage.dialect import Dialect, Engines, dialect_for
+from app.storage.dialect import Dialect, Engines
 from app.storage.errors import translated_errors
 from app.storage.migrate import current_revision
+from app.storage.postgres import PostgresDialect
+from app.storage.sqlite import SqliteDialect
 from app.storage.transactions import T, Transactions, Work, on_open_connection
 from app.storage.wakeups import LocalCommits, WakeupSource
+
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (SqliteDialect(), PostgresDialect())}
+"""The databases the service runs on, by the backend name of their URLs."""
+
+
+def dialect_for(database_url: str) -> Dialect:
+    """The hooks for a database URL (`sqlite+aiosqlite://…`, `postgresql+asyncpg://…`)."""
+    name = make_url(database_url).get_backend_name()
+    if name not in DIALECTS:
+        raise ValueError(f"unsupported database {name!r}: use SQLite or PostgreSQL")
+    return DIALECTS[name]
 
 
 class Database:
@@ -33,6 +47,8 @@ class Database:
         self._transactions: Transactions = self.dialect.transactions(
             settings, self._engines, self._local
         )
+        for engine in self.sync_engines:  # every engine a unit of work runs on
+            self.dialect.bind(engine)
 
     def wakeup_sources(self) -> list[WakeupSource]:
         """Where live readers hear of changes: this process's commits, then other processes'."""
@@ -61,7 +77,7 @@ class Database:
 
         `weight` (about the number of rows written) bounds how much one SQLite commit
         group carries. A refusal raised by `work` before it wrote anything
-        (`AppendRefusedError`, `NotFound`) fails only that write.
+        (a `Rejected` of `app/errors.py`) fails only that write.
         """
         return await self._transactions.run(work, weight=weight)
 

@@ -1,49 +1,48 @@
-"""Where SQLite and PostgreSQL differ, named once: each difference is a method of `Dialect`.
+"""Where SQLite and PostgreSQL differ, named once: the hooks of `Dialect`, one file per database.
 
-One SQLAlchemy Core implementation serves both databases. What differs:
+One SQLAlchemy Core implementation serves both databases (`generations`, `events`,
+`decisions`, `retention`: plain functions over a `Connection`). What differs is a method of
+`Dialect`, implemented in `app/storage/sqlite.py` and `app/storage/postgres.py`:
 
-- how the engines are built: SQLite gets its pragmas (WAL, `synchronous`, busy timeout,
-  foreign keys) and a stdlib-driver twin for the writer thread; PostgreSQL a sized pool;
-- how a consistent read is had: SQLite in WAL mode gives a deferred transaction one
-  snapshot; PostgreSQL needs REPEATABLE READ for the same guarantee;
-- how writes are run: SQLite has one write lock per database, so a process sends its writes
-  through one group committer (`app/storage/transactions.py`); PostgreSQL locks rows, so
-  each write is its own transaction and writers to different generations run in parallel;
-- `INSERT … ON CONFLICT DO NOTHING`, which SQLAlchemy spells per dialect;
-- a lock held for a whole pass across replicas: a PostgreSQL advisory lock; SQLite serves
-  one machine and serialises every write anyway.
+- `engines`: how the engines are built, and how a consistent read is had (SQLite: pragmas,
+  and a deferred transaction in WAL mode sees one snapshot; PostgreSQL: a sized pool, and
+  REPEATABLE READ for the same guarantee);
+- `transactions`: how writes are run (SQLite has one write lock per database, so a process
+  sends its writes through one group committer; PostgreSQL locks rows, so each write is its
+  own transaction, and one that changed streams tells the other replicas with NOTIFY);
+- `wakeup_sources`: where a process hears of other processes' changes (PostgreSQL:
+  LISTEN; SQLite: polling the file's `data_version`);
+- `insert_ignore`: `INSERT … ON CONFLICT DO NOTHING`, which SQLAlchemy spells per dialect;
+- `exclusive`: a lock held for a whole pass across replicas (PostgreSQL: an advisory lock;
+  SQLite serves one machine and serialises every write anyway);
+- `append_at_tail`: the common append as one guarded write; the shared two statements of
+  `app/storage/tail.py` unless the database has a better statement for it.
 
 `SELECT … FOR UPDATE [SKIP LOCKED]` is not here: SQLAlchemy renders it as nothing on SQLite,
-where the write transaction already holds the database lock.
+where the write transaction already holds the database lock. `app/storage/database.py`
+picks the dialect for a database URL.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from sqlalchemy import Column, Table, create_engine, event, text
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import Column, Table, event
+from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
-from app.storage.errors import translated_errors
-from app.storage.transactions import DirectTransactions, GroupCommit, Transactions
-from app.storage.wakeups import (
-    LocalCommits,
-    PostgresNotifications,
-    SqliteDataVersion,
-    WakeupSource,
-    notify,
-)
+from app.storage import tail
+from app.storage.transactions import Transactions
+from app.storage.wakeups import LocalCommits, WakeupSource
 
-_SQLITE_BEGIN = "eventlog_sqlite_begin"
+_DIALECT = "eventlog.dialect"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +57,7 @@ class Dialect(ABC):
     """The hooks where the two databases differ; everything else is shared Core SQL."""
 
     name: str
+    """The backend name of the database URLs it serves (`sqlite`, `postgresql`)."""
     migrates_on_start: bool
     """Whether `serve` migrates the schema first unless told (one process owns a SQLite
     file; PostgreSQL replicas must not race to migrate, so there it is an explicit step)."""
@@ -70,11 +70,8 @@ class Dialect(ABC):
     def transactions(
         self, settings: Settings, engines: Engines, local: LocalCommits
     ) -> Transactions:
-        """How this process runs its write transactions (`local` is told after COMMIT)."""
-
-    @abstractmethod
-    def announce(self, conn: Connection, changed: Collection[int], *, origin: str) -> None:
-        """Tell other processes, inside the transaction, which streams it changed."""
+        """How this process runs its write transactions (`local` is told after COMMIT, and
+        its `origin` names what they announce to other processes)."""
 
     @abstractmethod
     def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
@@ -84,134 +81,29 @@ class Dialect(ABC):
     def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
         """`INSERT INTO table … ON CONFLICT (keys) DO NOTHING`."""
 
-    @asynccontextmanager
-    async def exclusive(self, engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
-        """Hold the lock `key` for a block; yields False when another process holds it."""
-        yield True
+    @abstractmethod
+    def exclusive(self, engine: AsyncEngine, key: int) -> AbstractAsyncContextManager[bool]:
+        """Hold the lock `key` across replicas for a block; yields False when another
+        process holds it."""
 
+    def append_at_tail(self, conn: Connection, at: tail.AtTail) -> RowMapping | None:
+        """The common append as one guarded write: the generation's row as the write left
+        it, or None, having written nothing, when the contract's rules do not let it
+        through as it stands (the caller then takes the full path).
 
-class SqliteDialect(Dialect):
-    """The embedded default: one file, WAL, one group committer per process."""
+        Shared: one `UPDATE … RETURNING`, then one INSERT (`tail.two_statements`).
+        """
+        return tail.two_statements(conn, at)
 
-    name = "sqlite"
-    migrates_on_start = True
+    def bind(self, engine: Engine) -> None:
+        """Make this the dialect `dialect_of` finds on every connection of `engine`."""
 
-    def engines(self, settings: Settings) -> Engines:
-        base = create_async_engine(settings.database_url, connect_args={"timeout": 30})
-        _install_sqlite_hooks(base.sync_engine, settings)
-        return Engines(base=base, snapshot=base.execution_options(**{_SQLITE_BEGIN: "DEFERRED"}))
-
-    def transactions(
-        self, settings: Settings, engines: Engines, local: LocalCommits
-    ) -> Transactions:
-        # The writer thread uses the stdlib driver directly: a whole group of writes runs
-        # there without one event-loop round trip per statement.
-        sync = _stdlib_engine(settings).execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
-        return GroupCommit(sync, partial(self.announce, origin=local.origin), local.committed)
-
-    def announce(self, conn: Connection, changed: Collection[int], *, origin: str) -> None:
-        """Nothing to send: other processes on the file poll its `data_version`."""
-
-    def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
-        return [SqliteDataVersion(_stdlib_engine(settings), interval=settings.live_poll_seconds)]
-
-    def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
-        return sqlite.insert(table).on_conflict_do_nothing(index_elements=list(keys))
-
-
-class PostgresDialect(Dialect):
-    """Many replicas on one database: row locks, REPEATABLE READ snapshots, advisory locks."""
-
-    name = "postgresql"
-    migrates_on_start = False
-
-    def engines(self, settings: Settings) -> Engines:
-        base = create_async_engine(
-            settings.database_url,
-            pool_size=settings.db_pool_size,
-            max_overflow=settings.db_max_overflow,
-            # No ping at checkout (three round trips per transaction): a connection that
-            # died while pooled fails its write before COMMIT, which is then run again on
-            # a fresh one (`transactions.on_open_connection`), and so does a read.
-            pool_pre_ping=False,
-        )
-        return Engines(
-            base=base, snapshot=base.execution_options(isolation_level="REPEATABLE READ")
-        )
-
-    def transactions(
-        self, settings: Settings, engines: Engines, local: LocalCommits
-    ) -> Transactions:
-        announce = partial(self.announce, origin=local.origin)
-        return DirectTransactions(engines.base, announce, local.committed)
-
-    def announce(self, conn: Connection, changed: Collection[int], *, origin: str) -> None:
-        notify(conn, changed, origin=origin)
-
-    def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
-        return [PostgresNotifications(settings.database_url, origin=local.origin)]
-
-    def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=list(keys))
-
-    @asynccontextmanager
-    async def exclusive(self, engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
-        # A session-level advisory lock on a connection kept for the block: released if
-        # that connection dies, so a crashed replica never holds it for good.
-        with translated_errors():
-            async with engine.connect() as conn:
-                query = text("SELECT pg_try_advisory_lock(:key)")
-                locked = bool((await conn.execute(query, {"key": key})).scalar_one())
-                # The lock is the session's; ending the transaction keeps it, and keeps this
-                # connection from sitting "idle in transaction" for the whole block.
-                await conn.commit()
-                try:
-                    yield locked
-                finally:
-                    if locked:
-                        await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-                        await conn.commit()
-
-
-_DIALECTS: dict[str, Dialect] = {d.name: d for d in (SqliteDialect(), PostgresDialect())}
-
-
-def dialect_for(database_url: str) -> Dialect:
-    """The hooks for a database URL (`sqlite+aiosqlite://…`, `postgresql+asyncpg://…`)."""
-    name = make_url(database_url).get_backend_name()
-    if name not in _DIALECTS:
-        raise ValueError(f"unsupported database {name!r}: use SQLite or PostgreSQL")
-    return _DIALECTS[name]
+        @event.listens_for(engine, "connect")
+        def _mark(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+            record.info[_DIALECT] = self
 
 
 def dialect_of(conn: Connection) -> Dialect:
-    """The hooks for the database a connection is on."""
-    return _DIALECTS[conn.dialect.name]
-
-
-def _stdlib_engine(settings: Settings) -> Engine:
-    """The SQLite file through the stdlib driver, for a thread of its own."""
-    engine = create_engine(
-        make_url(settings.database_url).set(drivername="sqlite"),
-        connect_args={"timeout": 30, "check_same_thread": False},
-    )
-    _install_sqlite_hooks(engine, settings)
-    return engine
-
-
-def _install_sqlite_hooks(engine: Engine, settings: Settings) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let us, not the driver, say when a transaction begins (and how).
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA synchronous={settings.sqlite_synchronous}")
-        cursor.execute(f"PRAGMA busy_timeout={int(settings.sqlite_busy_timeout_ms)}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection) -> None:
-        mode = connection.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+    """The hooks of the database `conn` is on (its engine was bound by `Dialect.bind`)."""
+    dialect: Dialect = conn.info[_DIALECT]
+    return dialect

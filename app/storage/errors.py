@@ -1,4 +1,4 @@
-"""The storage layer's own exceptions, and the one place driver errors become them."""
+"""The one place driver and pool errors become the storage errors of `app/errors.py`."""
 
 from __future__ import annotations
 
@@ -7,37 +7,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import exc as sa_exc
 
-from app.domain.append import Refusal
-
-
-class StorageError(Exception):
-    """The database failed in a way the caller cannot fix by retrying."""
-
-
-class StorageUnavailable(StorageError):
-    """The database is unreachable, restarting or too busy; retrying later may succeed."""
-
-
-class NotFound(Exception):
-    """A lookup found nothing (for this tenant); `args[0]` is what was looked up."""
-
-
-class UnknownGeneration(NotFound):
-    """No generation has that token for this tenant."""
-
-
-class UnknownStream(NotFound):
-    """No stream has that id for this tenant."""
-
-
-class AppendRefusedError(Exception):
-    """An append was refused by the contract's rules (fenced, finished, out of order)."""
-
-    def __init__(self, refusal: Refusal, detail: str) -> None:
-        super().__init__(detail)
-        self.refusal = refusal
-        self.detail = detail
-
+from app.errors import StorageFailed, StorageUnavailable
 
 _UNAVAILABLE = (
     # A connection lost inside a transaction that was not rolled back yet: the database
@@ -52,7 +22,7 @@ _UNAVAILABLE = (
 
 @contextmanager
 def translated_errors() -> Iterator[None]:
-    """Turn driver and pool errors into `StorageUnavailable` / `StorageError`."""
+    """Turn driver and pool errors into `StorageUnavailable` / `StorageFailed`."""
     try:
         yield
     except _UNAVAILABLE as error:
@@ -60,9 +30,9 @@ def translated_errors() -> Iterator[None]:
     except sa_exc.DBAPIError as error:
         if error.connection_invalidated or _is_transient(error):
             raise StorageUnavailable(_describe(error)) from error
-        raise StorageError(_describe(error)) from error
+        raise StorageFailed(_describe(error)) from error
     except sa_exc.SQLAlchemyError as error:
-        raise StorageError(_describe(error)) from error
+        raise StorageFailed(_describe(error)) from error
 
 
 # SQLSTATE classes that say "the server cannot serve you right now", not "your SQL is

@@ -12,16 +12,17 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.dml import ReturningUpdate
 
-from app.domain.append import AppendRefused, EventBody, GenerationState, overlap, plan_append
-from app.storage import generations, schema
-from app.storage.errors import AppendRefusedError
+from app.domain.append import EventBody, NotAppended, overlap, plan_append
+from app.errors import ConflictingBatch
+from app.storage import generations
+from app.storage.changes import TailAppend, touched
+from app.storage.dialect import dialect_of
 from app.storage.records import AppendResult, EventPage, EventRecord, GenerationRecord, Tombstoned
 from app.storage.schema import events
-from app.storage.wakeups import Appended, touched
+from app.storage.tail import AtTail, Batch, insert_events
 
 # Pages are read in chunks so that a page's memory is bounded by its byte budget, not by
 # its event count times the largest event allowed.
@@ -36,125 +37,67 @@ def append(
     conn: Connection,
     tenant: str,
     token: str,
-    batch: Sequence[EventBody],
+    bodies: Sequence[EventBody],
     *,
     first_seq: int | None,
     terminal: bool,
     now: datetime,
 ) -> AppendResult:
-    """Store a batch atomically, or recognise it as a retry, or refuse it."""
+    """Store a batch atomically, or recognise it as a retry, or refuse it.
+
+    The common append is tried first, in one guarded write at the tail
+    (`app/storage/tail.py`); anything else reads the generation under its lock and
+    applies the domain's rules.
+    """
+    batch = Batch.of(bodies)
     fast = _append_at_tail(conn, tenant, token, batch, first_seq, terminal, now)
     if fast is not None:
         return fast
     gen = generations.get(conn, token, tenant=tenant, lock=True)
     generations.remember(gen)
-    state = GenerationState(
-        head_seq=gen.head_seq,
-        tail_seq=gen.tail_seq,
-        current=gen.current,
-        terminal=gen.terminal,
-        terminal_seq=gen.terminal_seq,
-        expired=gen.expired,
-    )
-    claimed = overlap(state, first_seq, len(batch))
+    state = gen.state()
+    claimed = overlap(state, first_seq, len(bodies))
     stored = _bodies(conn, gen.pk, claimed) if claimed else {}
-    plan = plan_append(state, batch, first_seq=first_seq, terminal=terminal, stored=stored)
-    if isinstance(plan, AppendRefused):
-        raise AppendRefusedError(plan.refusal, plan.detail)
+    plan = plan_append(state, bodies, first_seq=first_seq, terminal=terminal, stored=stored)
+    if isinstance(plan, NotAppended):
+        raise ConflictingBatch(plan.conflict, plan.detail)
     if plan.duplicate:
         return AppendResult(gen, plan.first_seq, plan.count, duplicate=True)
-    rows = _event_rows(gen.pk, plan.first_seq, batch)
-    if rows:
-        conn.execute(_INSERT, rows)
-    appended_bytes = sum(row["nbytes"] for row in rows)
-    updated = _advance(conn, gen, plan.last_seq, appended_bytes, terminal, now)
-    touched(conn, gen.stream_pk, _appended(updated, rows))
+    if bodies:
+        insert_events(conn, batch.rows(gen.pk, plan.first_seq))
+    updated = _advance(conn, gen, plan.last_seq, batch.nbytes, terminal, now)
+    touched(conn, gen.stream_pk, _appended(updated, batch, plan.first_seq))
     evicted = updated.head_seq - gen.head_seq
     return AppendResult(updated, plan.first_seq, plan.count, duplicate=False, evicted=evicted)
-
-
-# The common append — events at the tail of a live generation, nothing to evict — is one
-# `UPDATE … RETURNING` that checks every rule the contract has for it in its WHERE clause
-# and moves the tail, then one INSERT. Everything else (retries, refusals, eviction, an
-# empty batch, a generation this process has not seen yet) matches nothing or is not
-# tried, and takes the path above, which reads the row first and applies the domain's
-# rules. The statements are built once: SQLAlchemy's per-statement construction and cache
-# key were most of an append's CPU (bench/results/append-path.md, section 4b).
-_INSERT = insert(events)
-_g = schema.generations
-_APPENDABLE = (
-    _g.c.id == bindparam("b_pk"),
-    _g.c.token == bindparam("b_token"),
-    _g.c.superseded_at.is_(None),
-    _g.c.expired_at.is_(None),
-    _g.c.terminal.is_(False),
-    _g.c.tail_seq + bindparam("b_n") - _g.c.head_seq < _g.c.max_events,
-)
-_TAIL_VALUES = {
-    "tail_seq": _g.c.tail_seq + bindparam("b_n"),
-    "retained_events": _g.c.retained_events + bindparam("b_n"),
-    "retained_bytes": _g.c.retained_bytes + bindparam("b_nbytes"),
-    "last_append_at": bindparam("b_now"),
-    "expires_at": bindparam("b_expires_at"),
-}
-_TERMINAL_VALUES = {
-    "terminal": True,
-    "terminal_seq": _g.c.tail_seq + bindparam("b_n"),
-    "terminal_at": bindparam("b_now"),
-}
-
-
-def _tail_update(checked_seq: bool, terminal: bool) -> ReturningUpdate[Any]:
-    where = _APPENDABLE + ((_g.c.tail_seq == bindparam("b_prev"),) if checked_seq else ())
-    values = _TAIL_VALUES | (_TERMINAL_VALUES if terminal else {})
-    return update(_g).where(*where).values(values).returning(*_g.c)
-
-
-_TAIL_UPDATES = {(c, t): _tail_update(c, t) for c in (False, True) for t in (False, True)}
 
 
 def _append_at_tail(
     conn: Connection,
     tenant: str,
     token: str,
-    batch: Sequence[EventBody],
+    batch: Batch,
     first_seq: int | None,
     terminal: bool,
     now: datetime,
 ) -> AppendResult | None:
-    """The common append in two statements, or None when it needs the full path."""
+    """The common append in the database's way (`Dialect.append_at_tail`), for a generation
+    this process has seen; None (nothing written) when it needs the full path."""
     known = generations.remembered(token, tenant)
-    if known is None or not batch:
+    if known is None or not batch.bodies:
         return None
-    nbytes = [len(body.data.encode()) for body in batch]
-    params = {
-        "b_pk": known.pk,
-        "b_token": token,
-        "b_n": len(batch),
-        "b_nbytes": sum(nbytes),
-        "b_now": now,
-        "b_expires_at": now + timedelta(seconds=known.ttl_seconds),
-        "b_prev": None if first_seq is None else first_seq - 1,
-    }
-    statement = _TAIL_UPDATES[(first_seq is not None, terminal)]
-    row = conn.execute(statement, params).one_or_none()
+    expires_at = now + timedelta(seconds=known.ttl_seconds)
+    at = AtTail(known.pk, token, batch, first_seq, terminal, now, expires_at)
+    row = dialect_of(conn).append_at_tail(conn, at)
     if row is None:
         return None
-    gen = known.record(row._mapping)
-    start = gen.tail_seq - len(batch) + 1
-    rows = [
-        {"generation_pk": gen.pk, "seq": seq, "event": body.event, "data": body.data}
-        | {"nbytes": size}
-        for seq, body, size in zip(range(start, gen.tail_seq + 1), batch, nbytes, strict=True)
-    ]
-    conn.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
-    touched(conn, gen.stream_pk, _appended(gen, rows))
-    return AppendResult(gen, start, len(batch), duplicate=False, evicted=0)
+    gen = known.record(row)
+    start = gen.tail_seq - len(batch.bodies) + 1
+    touched(conn, gen.stream_pk, _appended(gen, batch, start))
+    return AppendResult(gen, start, len(batch.bodies), duplicate=False, evicted=0)
 
 
-def _appended(gen: GenerationRecord, rows: list[dict[str, Any]]) -> Appended | None:
-    events = tuple(EventRecord(row["seq"], row["event"], row["data"]) for row in rows)
-    return Appended(gen, events) if events else None
+def _appended(gen: GenerationRecord, batch: Batch, first_seq: int) -> TailAppend | None:
+    return TailAppend(gen, batch.records(first_seq)) if batch.bodies else None
 
 
 def _bodies(conn: Connection, gen_pk: int, seqs: range) -> dict[int, EventBody]:
@@ -166,19 +109,6 @@ def _bodies(conn: Connection, gen_pk: int, seqs: range) -> dict[int, EventBody]:
         )
     )
     return {row.seq: EventBody(data=row.data, event=row.event) for row in rows}
-
-
-def _event_rows(gen_pk: int, first_seq: int, batch: Sequence[EventBody]) -> list[dict[str, Any]]:
-    return [
-        {
-            "generation_pk": gen_pk,
-            "seq": seq,
-            "event": body.event,
-            "data": body.data,
-            "nbytes": len(body.data.encode()),
-        }
-        for seq, body in enumerate(batch, start=first_seq)
-    ]
 
 
 def _advance(

@@ -8,6 +8,7 @@ rows, an operator (tenant None) every tenant's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,11 +17,11 @@ from sqlalchemy import Select, case, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from app.domain.ids import StreamKey, new_token
+from app.errors import UnknownGeneration
+from app.storage.changes import touched
 from app.storage.dialect import dialect_of
-from app.storage.errors import UnknownGeneration
 from app.storage.records import GenerationRecord, StreamRecord, Totals
 from app.storage.schema import generations, streams
-from app.storage.wakeups import touched
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +201,30 @@ def totals(conn: Connection) -> Totals:
         retained_events=int(sums[0]),
         retained_bytes=int(sums[1]),
     )
+
+
+def signatures(conn: Connection, stream_pks: Iterable[int]) -> dict[int, tuple[int, ...]]:
+    """Per stream, numbers that change whenever any of its generations changes.
+
+    Tails and heads only grow and every state mark only appears, so a sum or a count of
+    them moves on every append, eviction, terminal mark, supersede and tombstone (the
+    SQLite poller narrows a change of the file down to the streams it moved).
+    """
+    g = generations.c
+    query = (
+        select(
+            g.stream_pk,
+            func.count(),
+            func.sum(g.tail_seq),
+            func.sum(g.head_seq),
+            func.count(g.terminal_at),
+            func.count(g.superseded_at),
+            func.count(g.expired_at),
+        )
+        .where(g.stream_pk.in_(list(stream_pks)))
+        .group_by(g.stream_pk)
+    )
+    return {row[0]: tuple(int(v or 0) for v in row[1:]) for row in conn.execute(query)}
 
 
 def open_generation(

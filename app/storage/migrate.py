@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 from alembic import command
@@ -24,13 +25,22 @@ from sqlalchemy.pool import NullPool
 log = logging.getLogger(__name__)
 
 _VERSION_TABLE = "alembic_version"
-_REPO = Path(__file__).resolve().parents[2]
+MIGRATIONS_PACKAGE = "app.migrations"
 MIGRATION_LOCK_KEY = 0x6576_6C6F_676D_6967  # "evlogmig"
 
 
 def migrations_dir() -> Path:
-    """Where the migrations are: `EVENTLOG_MIGRATIONS_DIR`, else `migrations/` of the source."""
-    return Path(os.environ.get("EVENTLOG_MIGRATIONS_DIR", _REPO / "migrations"))
+    """Where the migrations are: `EVENTLOG_MIGRATIONS_DIR`, else the installed package's own.
+
+    The package `app.migrations` is the repository's top-level `migrations/` (mapped so in
+    pyproject.toml): the same files in a checkout, an editable install or a wheel, found
+    through the import system rather than the working directory.
+    """
+    override = os.environ.get("EVENTLOG_MIGRATIONS_DIR")
+    if override:
+        return Path(override)
+    # A package on the file system (never a zip: alembic reads the scripts as files).
+    return Path(str(resources.files(MIGRATIONS_PACKAGE)))
 
 
 def alembic_config(database_url: str) -> Config:

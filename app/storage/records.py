@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from app.domain.append import GenerationState
+from app.domain.decision import GenerationFacts
+
+View = TypeVar("View", GenerationState, GenerationFacts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +75,25 @@ class GenerationRecord:
         """Whether every event from seq 1 is still there: a client can start over with it."""
         return self.head_seq == 1 and not self.expired and self.contiguous
 
+    def state(self) -> GenerationState:
+        """What the append rules look at (`app/domain/append.py`)."""
+        return _as(GenerationState, self)
+
+    def facts(self) -> GenerationFacts:
+        """What the resume decision looks at (`app/domain/decision.py`)."""
+        return _as(GenerationFacts, self)
+
 
 _GENERATION_FIELDS = fields(GenerationRecord)
+
+
+def _as(view: type[View], gen: GenerationRecord) -> View:
+    """`gen` as one of the domain's views of a generation: each of the view's fields is
+    the record's attribute of the same name, so no field list is copied by hand."""
+    return view(**{name: getattr(gen, name) for name in _VIEW_FIELDS[view]})
+
+
+_VIEW_FIELDS = {view: [f.name for f in fields(view)] for view in (GenerationState, GenerationFacts)}
 
 
 @dataclass(frozen=True, slots=True)

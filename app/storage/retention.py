@@ -18,9 +18,9 @@ from sqlalchemy import ColumnElement, delete, exists, select, update
 from sqlalchemy.engine import Connection
 
 from app.domain.ids import StreamKey
+from app.storage.changes import touched
 from app.storage.records import Tombstoned
 from app.storage.schema import generations, streams
-from app.storage.wakeups import touched
 
 # An arbitrary constant that names "the retention pass" among the database's advisory locks.
 RETENTION_LOCK_KEY = 0x6576_6C6F_6772_6574  # "evlogret"

@@ -11,7 +11,8 @@ import pytest
 from fastapi.routing import APIRoute
 
 from app.api import admin
-from app.api.auth import OPEN_PRINCIPAL, Forbidden, Keyring, Scope, Unauthenticated
+from app.api.auth import OPEN_PRINCIPAL, Keyring, Scope
+from app.errors import Forbidden, Unauthenticated
 from app.settings import KeySpec, Settings
 from tests.support.operators import (
     ADMIN,

@@ -1,10 +1,12 @@
-"""The front door (`app/api/frontdoor.py`), on both databases: who may knock (Host, Origin),
-what a request must declare, that a body is read only after the key is checked and within
-the process's budget, and how each request is logged and counted (499, one traceback)."""
+"""The front door (`app/api/frontdoor.py` and its pieces), on both databases: who may knock
+(Host, Origin; at a WebSocket upgrade too), what a request must declare, that a body is read
+only after the key is checked and within the process's budget, and how each request is
+logged and counted (499, one traceback)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -12,11 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, WebSocket
 from fastapi.responses import StreamingResponse
+from fastapi.routing import APIWebSocketRoute
 from starlette.types import Message
 
-from app.api.logs import TEXT_FORMAT, TextFormatter
+from app.api.auth import Keyring
+from app.api.auth import Scope as KeyScope
+from app.api.deps import get_admin
+from app.api.keys import RouteKeys
+from app.errors import Forbidden, Unauthenticated
+from app.logs import TEXT_FORMAT, TextFormatter
 from app.settings import Settings
 from tests.support.app import make_settings, started_app
 from tests.support.operators import ADMIN, WRITER_A, keyed_settings
@@ -400,6 +408,84 @@ def test_a_traceback_in_a_text_line_is_indented_and_escaped() -> None:
     assert rest
     assert all(line.startswith("    ") for line in rest)
     assert not set(text) & {"\x1b", "\x07"}
+
+
+# --- a WebSocket upgrade: the same host check, the same key check -----------------------
+
+
+def websocket_scope(host: str, *, denial: bool) -> dict[str, Any]:
+    extensions = {"websocket.http.response": {}} if denial else {}
+    return {
+        "type": "websocket",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "scheme": "ws",
+        "path": "/test/ws",
+        "raw_path": b"/test/ws",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", host.encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8080),
+        "subprotocols": [],
+        "extensions": extensions,
+    }
+
+
+async def upgrade(app: FastAPI, scope: dict[str, Any]) -> list[Message]:
+    sent: list[Message] = []
+    messages = [{"type": "websocket.connect"}]
+
+    async def receive() -> Message:
+        return messages.pop() if messages else {"type": "websocket.disconnect", "code": 1000}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+async def test_a_websocket_upgrade_passes_the_host_check(
+    open_app: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """A rebound name cannot open a WebSocket either: 421 as a denial response, or a close."""
+    app, _http = open_app
+
+    async def hello(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.close()
+
+    app.add_api_websocket_route("/test/ws", hello)
+    denied = await upgrade(app, websocket_scope("attacker.example", denial=True))
+    assert [m["type"] for m in denied] == [
+        "websocket.http.response.start",
+        "websocket.http.response.body",
+    ]
+    assert denied[0]["status"] == 421
+    assert json.loads(denied[1]["body"])["code"] == "host_not_allowed"
+    closed = await upgrade(app, websocket_scope("attacker.example", denial=False))
+    assert closed == [{"type": "websocket.close", "code": 1008, "reason": "host_not_allowed"}]
+    accepted = await upgrade(app, websocket_scope("127.0.0.1:8080", denial=True))
+    assert [m["type"] for m in accepted] == ["websocket.accept", "websocket.close"]
+
+
+def test_the_key_check_reads_a_websocket_routes_scope() -> None:
+    """`RouteKeys` answers from the route's dependencies and the headers, at an upgrade too."""
+
+    async def endpoint(websocket: WebSocket) -> None:
+        raise AssertionError("never called")
+
+    keys = RouteKeys(Keyring(keyed_settings("sqlite+aiosqlite://").keys))
+    route = APIWebSocketRoute("/test/ws", endpoint, dependencies=[Depends(get_admin)])
+    assert keys.scope_needed(route) is KeyScope.ADMIN
+    with pytest.raises(Unauthenticated):
+        keys.check({}, route)
+    with pytest.raises(Forbidden):
+        keys.check({b"authorization": f"Bearer {WRITER_A}".encode()}, route)
+    admin = keys.check({b"authorization": f"Bearer {ADMIN}".encode()}, route)
+    assert admin is not None
+    assert admin.may(KeyScope.ADMIN)
+    assert keys.check({}, APIWebSocketRoute("/test/open", endpoint)) is None
 
 
 # --- small things -----------------------------------------------------------------------

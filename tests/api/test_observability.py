@@ -13,7 +13,7 @@ import httpx
 import pytest
 from alembic import command
 
-from app.api.logs import JsonFormatter, RequestIdFilter, logging_config
+from app.logs import JsonFormatter, RequestIdFilter, logging_config
 from app.storage.migrate import alembic_config
 from tests.support.app import app_client, make_settings
 

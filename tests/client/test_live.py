@@ -30,10 +30,9 @@ from mcp_eventlog_client import (
     UnknownStream,
     ValidationFailed,
 )
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.support.processes import running_server
+from tests.support.databases import BACKEND_PARAMS, backend_database
+from tests.support.processes import eventlog_service
 from tests.support.transports import DropStreamOnce, RefuseConnections
 
 pytestmark = pytest.mark.process
@@ -49,30 +48,12 @@ SERVER_ENV = {
 TRANSPORTS = ["default", "httpx"]
 
 
-@pytest.fixture(
-    scope="module",
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
-)
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a service process on the backend of the param."""
     workdir = tmp_path_factory.mktemp("client-live")
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{workdir / 'eventlog.db'}"
-    else:
-        url = request.getfixturevalue("postgres_database")
-        asyncio.run(_truncate(url))
-    env = {**SERVER_ENV, "EVENTLOG_DATABASE_URL": url, "EVENTLOG_MIGRATE_ON_START": "true"}
-    with running_server(env, cwd=workdir) as server:
+    with eventlog_service(backend_database(request, workdir), workdir, env=SERVER_ENV) as server:
         yield server
-
-
-async def _truncate(url: str) -> None:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text("TRUNCATE streams, generations, events, decisions"))
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

@@ -166,7 +166,9 @@ def test_no_module_turns_a_string_into_markup_or_code() -> None:
 def test_the_wheel_ships_every_console_file(tmp_path: Path) -> None:
     """Built from a copy of the sources, as `pip install` would build it (package data)."""
     source = tmp_path / "source"
-    shutil.copytree(REPO / "app", source / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("app", "migrations"):  # migrations/ is the wheel's app.migrations
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(REPO / package, source / package, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet"]

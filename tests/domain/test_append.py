@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from app.domain.append import (
+    AppendConflict,
     AppendPlan,
-    AppendRefused,
     EventBody,
     GenerationState,
-    Refusal,
+    NotAppended,
     overlap,
     plan_append,
 )
@@ -29,7 +29,7 @@ def plan(
     batch: list[EventBody],
     first_seq: int | None,
     terminal: bool = False,
-) -> AppendPlan | AppendRefused:
+) -> AppendPlan | NotAppended:
     stored = {seq: STORED[seq] for seq in overlap(state, first_seq, len(batch)) if seq in STORED}
     return plan_append(state, batch, first_seq=first_seq, terminal=terminal, stored=stored)
 
@@ -70,24 +70,24 @@ def test_accepted(
 
 
 @pytest.mark.parametrize(
-    ("state", "batch", "first_seq", "terminal", "refusal"),
+    ("state", "batch", "first_seq", "terminal", "conflict"),
     [
-        (FENCED, [A], None, False, Refusal.SUPERSEDED),
-        (FENCED, [A], 6, False, Refusal.SUPERSEDED),
-        (FENCED, [], None, True, Refusal.SUPERSEDED),
-        (DONE, [A], None, False, Refusal.TERMINAL),
-        (DONE, [A], 6, False, Refusal.TERMINAL),
-        (DONE, [], None, True, Refusal.TERMINAL),
-        (EXPIRED, [A], None, False, Refusal.EXPIRED),
-        (EXPIRED, [A], 6, False, Refusal.EXPIRED),
-        (EXPIRED, [], None, True, Refusal.EXPIRED),
-        (OPEN, [A], 7, False, Refusal.SEQ_GAP),
-        (OPEN, [A, B], 4, False, Refusal.SEQ_CONFLICT),
-        (OPEN, [EventBody("a", "other")], 3, False, Refusal.SEQ_CONFLICT),
-        (OPEN, [B, C, A], 4, False, Refusal.SEQ_CONFLICT),
-        (OPEN, [A], 2, False, Refusal.SEQ_CONFLICT),
-        (OPEN, [], 5, True, Refusal.SEQ_CONFLICT),
-        (OPEN, [A, B], 3, True, Refusal.SEQ_CONFLICT),
+        (FENCED, [A], None, False, AppendConflict.SUPERSEDED),
+        (FENCED, [A], 6, False, AppendConflict.SUPERSEDED),
+        (FENCED, [], None, True, AppendConflict.SUPERSEDED),
+        (DONE, [A], None, False, AppendConflict.TERMINAL),
+        (DONE, [A], 6, False, AppendConflict.TERMINAL),
+        (DONE, [], None, True, AppendConflict.TERMINAL),
+        (EXPIRED, [A], None, False, AppendConflict.EXPIRED),
+        (EXPIRED, [A], 6, False, AppendConflict.EXPIRED),
+        (EXPIRED, [], None, True, AppendConflict.EXPIRED),
+        (OPEN, [A], 7, False, AppendConflict.SEQ_GAP),
+        (OPEN, [A, B], 4, False, AppendConflict.SEQ_CONFLICT),
+        (OPEN, [EventBody("a", "other")], 3, False, AppendConflict.SEQ_CONFLICT),
+        (OPEN, [B, C, A], 4, False, AppendConflict.SEQ_CONFLICT),
+        (OPEN, [A], 2, False, AppendConflict.SEQ_CONFLICT),
+        (OPEN, [], 5, True, AppendConflict.SEQ_CONFLICT),
+        (OPEN, [A, B], 3, True, AppendConflict.SEQ_CONFLICT),
     ],
     ids=[
         "fenced",
@@ -113,11 +113,11 @@ def test_refused(
     batch: list[EventBody],
     first_seq: int | None,
     terminal: bool,
-    refusal: Refusal,
+    conflict: AppendConflict,
 ) -> None:
     outcome = plan(state, batch, first_seq, terminal)
-    assert isinstance(outcome, AppendRefused)
-    assert outcome.refusal is refusal
+    assert isinstance(outcome, NotAppended)
+    assert outcome.conflict is conflict
     assert outcome.detail
 
 

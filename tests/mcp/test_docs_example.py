@@ -13,9 +13,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp.conftest import Deployment
-from tests.support.processes import REPO, free_port
-from tests.support.running import process
+from tests.support.deployment import Deployment
+from tests.support.processes import REPO, ServerProcess, free_port
 
 pytestmark = pytest.mark.process
 
@@ -56,7 +55,7 @@ async def test_the_example_serves_and_stores(deployment: Deployment, tmp_path: P
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         steps.append(progress)
 
-    with process([str(script)], env, tmp_path / "server.log", url):
+    with ServerProcess.program([str(script)], port=port, log_path=tmp_path / "server.log", env=env):
         async with (
             httpx2.AsyncClient(timeout=30) as http,
             streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),

@@ -24,9 +24,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ClientMessageMetadata
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.conftest import Deployment
-from tests.support.processes import free_port
-from tests.support.running import eventlog_service, mcp_server
+from tests.support.deployment import Deployment, open_gate, service
+from tests.support.processes import eventlog_service, free_port, mcp_server
 
 pytestmark = pytest.mark.process
 
@@ -148,20 +147,6 @@ def text_of(result: types.CallToolResult) -> str:
     content = result.content[0]
     assert isinstance(content, types.TextContent)
     return content.text
-
-
-async def open_gate(deployment: Deployment, name: str) -> None:
-    """Let the MCP server's tool or replays that wait on `name` go on."""
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{deployment.mcp}/test/gates/{name}")).raise_for_status()
-
-
-async def service(deployment: Deployment, method: str, path: str, body: Any = None) -> Any:
-    """Call the event-log service directly (as an operator or another writer would)."""
-    async with httpx.AsyncClient(base_url=deployment.eventlog) as http:
-        response = await http.request(method, path, json=body)
-        response.raise_for_status()
-        return response.json()
 
 
 async def test_a_stream_closed_by_the_server_resumes_exactly_once_in_order(
@@ -433,3 +418,27 @@ async def test_the_session_outlives_the_service_being_down(
     assert (refused.value.code, refused.value.data["reason"]) == (RESUME_REFUSED, "not_stored")
     assert failures.get("unreachable", 0) >= 1
     assert sum(failures.values()) == len(down.tokens)
+
+
+async def test_a_resume_from_the_result_ends_at_once_with_nothing(deployment: Deployment) -> None:
+    """Issue 20.2: a client that lost the connection right after the result reconnects with
+    the result's id. It has everything: the answer is an empty, closed SSE response (before,
+    the SDK registered a stream no message would ever reach, and it stayed open for good)."""
+    progress = Progress()
+    async with mcp_client(deployment.mcp, end_session=False) as (session, session_ids, _):
+        await call_progress(session, progress, n=2, tag="ended")
+    headers = {
+        "mcp-session-id": session_ids[0],
+        "mcp-protocol-version": "2025-11-25",
+        "last-event-id": progress.tokens[-1],  # the result's id
+        "accept": "text/event-stream",
+    }
+    with anyio.fail_after(10):
+        async with (
+            httpx.AsyncClient() as http,
+            http.stream("GET", f"{deployment.mcp}/mcp", headers=headers) as response,
+        ):
+            body = await response.aread()
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert b"data:" not in body

@@ -21,8 +21,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_eventlog_client import EventLogClient, NewEvent
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.conftest import Deployment
 from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, progress_of, text_of
+from tests.support.deployment import Deployment
 
 pytestmark = pytest.mark.process
 

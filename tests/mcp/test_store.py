@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
@@ -78,7 +80,8 @@ async def test_replay_sends_exactly_the_missed_messages_across_pages(
         token = ids[0].rsplit(":", 1)[0]
         assert ids == [f"{token}:{seq}" for seq in range(1, 8)]
         sent = Sent()
-        assert await store.replay_events_after(ids[1], sent) == "7"
+        # The response was among them: nothing more can come, the SDK ends the response.
+        assert await store.replay_events_after(ids[1], sent) is None
     assert [e.event_id for e in sent.events] == ids[2:]
     assert [e.message for e in sent.events] == messages[2:]
 
@@ -158,6 +161,12 @@ async def test_an_id_the_service_does_not_know_is_refused(
     with session_scope("A"):
         assert await store.replay_events_after(last_event_id, sent) is None
     assert reason_of(sent.refusal) == ("invalid", reason)
+    # No request to name: no `id` member at all (the MCP schema's `id?`), never `null`,
+    # which the TypeScript v2 client drops before reconnecting and waiting (issue 20.2).
+    (event,) = sent.events
+    wire = json.loads(event.message.model_dump_json(by_alias=True, exclude_unset=True))
+    assert "id" not in wire
+    assert wire["error"]["data"]["reason"] == reason
 
 
 async def test_a_refused_get_stream_replay_sends_nothing(client: httpx.AsyncClient) -> None:
@@ -237,10 +246,38 @@ async def test_a_finished_stream_resumes_as_often_as_asked(client: httpx.AsyncCl
         ids = await store_all(store, "7", messages)
         for _ in range(3):
             sent = Sent()
-            assert await store.replay_events_after(ids[1], sent) == "7"
+            # Ended after the response (None): the SDK registers nothing, primes nothing.
+            assert await store.replay_events_after(ids[1], sent) is None
             assert [(e.event_id, e.message) for e in sent.events] == list(
                 zip(ids[2:], messages[2:], strict=True)
             )
+        # Nothing was opened: the stream's one generation still resumes.
+        answer_ = await store.client.resume(ids[1])
+        assert (answer_.generation, len(answer_.events)) == (ids[1].split(":")[0], 2)
+
+
+async def test_a_resume_from_the_response_ends_at_once_with_nothing(
+    client: httpx.AsyncClient,
+) -> None:
+    """Issue 20.2: a client that lost the connection right after the result reconnects with
+    the result's id; before, the SDK registered a stream no message would ever reach."""
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        ids = await store_all(store, "7", [None, note(1), answer(7)])
+        sent = Sent()
+        assert await store.replay_events_after(ids[-1], sent) is None
+    assert sent.events == []
+
+
+async def test_a_stream_still_being_written_is_registered_and_primed(
+    client: httpx.AsyncClient,
+) -> None:
+    store = EventLogEventStore(client=EventLogClient(http=client))
+    with session_scope("A"):
+        ids = await store_all(store, "7", [None, note(1), note(2)])
+        for claim in (ids[1], ids[-1]):
+            sent = Sent()
+            assert await store.replay_events_after(claim, sent) == "7"
             # The SDK primes the resumed connection right after the replay, in its task:
             # the client is then at the last id it was sent, and nothing new is opened.
             assert await store.store_event("7", None) == ids[-1]
@@ -251,7 +288,7 @@ async def test_a_priming_event_of_another_stream_after_a_replay_is_stored(
 ) -> None:
     store = EventLogEventStore(client=EventLogClient(http=client))
     with session_scope("A"):
-        ids = await store_all(store, "7", [None, note(1), answer(7)])
+        ids = await store_all(store, "7", [None, note(1)])
         assert await store.replay_events_after(ids[0], Sent()) == "7"
         primed = await store.store_event("8", None)
     assert primed.split(":")[0] != ids[0].split(":")[0]
@@ -294,7 +331,7 @@ async def test_a_multi_mib_result_is_stored_in_parts_and_replayed_whole(
     with session_scope("A"):
         ids = await store_all(store, "9", [None, note(1), result])
         sent = Sent()
-        assert await store.replay_events_after(ids[1], sent) == "9"
+        assert await store.replay_events_after(ids[1], sent) is None  # the result was sent
     assert [(e.event_id, e.message) for e in sent.events] == [(ids[2], result)]
     assert store.failed_stores == 0
     token, _, last = ids[2].rpartition(":")

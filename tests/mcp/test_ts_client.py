@@ -1,4 +1,7 @@
-"""The official TypeScript MCP client (SDK 1.32.2) against a Python MCP server using the store.
+"""The official TypeScript MCP clients against a Python MCP server using the store.
+
+Both generations run every test: v1 (`@modelcontextprotocol/sdk` 1.32.2) and v2
+(`@modelcontextprotocol/client` 2.4.0, negotiating 2025-11-25).
 
 Real processes: the event-log service (SQLite or PostgreSQL), the test MCP server
 (`tests.support.mcp_server`, wired as the docs say) and the TS client harness
@@ -11,15 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.conftest import Deployment
+from tests.support.deployment import Deployment, open_gate, service
 from tests.support.mcp_server import result_text
-from tests.support.running import mcp_server
+from tests.support.processes import mcp_server
 from tests.support.ts_harness import Line, TsClient, ts_client
 
 pytestmark = pytest.mark.process
@@ -27,18 +29,11 @@ pytestmark = pytest.mark.process
 MiB = 1024 * 1024
 
 
-async def open_gate(deployment: Deployment, name: str) -> None:
-    """Let the MCP server's tool or replays that wait on `name` go on."""
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{deployment.mcp}/test/gates/{name}")).raise_for_status()
-
-
-async def service(deployment: Deployment, method: str, path: str, body: Any = None) -> Any:
-    """Call the event-log service directly (as an operator or another writer would)."""
-    async with httpx.AsyncClient(base_url=deployment.eventlog) as http:
-        response = await http.request(method, path, json=body)
-        response.raise_for_status()
-        return response.json()
+@pytest.fixture(params=["v1", "v2"])
+def sdk(request: pytest.FixtureRequest) -> str:
+    """The TypeScript SDK generation driving the test."""
+    name: str = request.param
+    return name
 
 
 def only(lines: list[Line]) -> Line:
@@ -57,11 +52,11 @@ def has_tokens(op: int, count: int) -> Callable[[TsClient], bool]:
     return lambda client: len(client.of(op, "token")) >= count
 
 
-async def test_a_finished_stream_resumes_again_and_again(deployment: Deployment) -> None:
-    call = {"n": 5, "close_at": 2, "tag": "ts-again", "replay_after": "done"}
+async def test_a_finished_stream_resumes_again_and_again(deployment: Deployment, sdk: str) -> None:
+    call = {"n": 5, "close_at": 2, "tag": f"ts-again-{sdk}", "replay_after": "done"}
     again = {"op": "resume", "token": {"call": 0, "index": 1}}
     program = [{"op": "call", "arguments": call}, again, again, again]
-    async with ts_client(deployment.mcp, program) as client:
+    async with ts_client(deployment.mcp, program, sdk=sdk) as client:
         await client.finished()
     # The server closed the stream at step 2; the transport resumed it by itself.
     assert only(client.of(0, "result"))["text"] == "counted to 5"
@@ -94,11 +89,11 @@ async def terminate(deployment: Deployment, token: str) -> None:
 
 @pytest.mark.parametrize("spoil", [supersede, terminate], ids=["superseded", "terminal"])
 async def test_a_refused_resume_fails_the_request_at_once(
-    deployment: Deployment, spoil: Callable[[Deployment, str], Awaitable[None]]
+    deployment: Deployment, spoil: Callable[[Deployment, str], Awaitable[None]], sdk: str
 ) -> None:
-    tag = f"ts-refused-{spoil.__name__}"
+    tag = f"ts-refused-{spoil.__name__}-{sdk}"  # gates are the server's: one per test
     call = {"n": 4, "pause_at": 2, "close_on_gate": True, "tag": tag}
-    async with ts_client(deployment.mcp, [{"op": "call", "arguments": call}]) as client:
+    async with ts_client(deployment.mcp, [{"op": "call", "arguments": call}], sdk=sdk) as client:
         await client.until(has_tokens(0, 3))  # the priming event's, steps 1 and 2
         await spoil(deployment, tokens_of(client, 0)[2])
         # The server drops the stream; the transport reconnects with Last-Event-ID.
@@ -116,22 +111,24 @@ async def test_a_refused_resume_fails_the_request_at_once(
     assert [line["progress"] for line in client.of(0, "progress")] == [1, 2]
 
 
-async def test_an_explicit_resume_refusal_reaches_the_client_only_as_onerror(
+async def test_an_explicit_resume_refusal_reaches_v1_only_as_onerror(
     deployment: Deployment,
 ) -> None:
     """TS 1.32.2 gives a resumed request a new id and rewrites only *result* ids to it.
 
     A refusal carries the id of the request whose stream the token names; a new client
     that resumes with `resumptionToken` waits under another id, so the refusal reaches its
-    `onerror` ("unknown message ID"), and the request itself ends by its timeout. (The
-    Python SDK's client rewrites error ids too: its resumed request fails at once.)
+    `onerror` ("unknown message ID"), and the request itself ends by its timeout. (v2
+    rewrites error ids too, since typescript-sdk PR #1390, as the Python SDK's client does:
+    their resumed request fails at once; `test_refusals.py` holds every kind.)
     """
+    sdk = "v1"
     program = [
         {"op": "call", "arguments": {"n": 2, "tag": "ts-explicit"}},
         {"op": "wait"},
         {"op": "resume", "token": {"call": 0, "index": 1}, "timeout_ms": 3000},
     ]
-    async with ts_client(deployment.mcp, program) as client:
+    async with ts_client(deployment.mcp, program, sdk=sdk) as client:
         await client.until(lambda c: bool(c.of(1, "waiting")))
         await supersede(deployment, tokens_of(client, 0)[1])
         await client.go_on()
@@ -144,15 +141,17 @@ async def test_an_explicit_resume_refusal_reaches_the_client_only_as_onerror(
     assert only(client.of(2, "error"))["code"] == -32001  # the request's own timeout
 
 
-async def test_a_multi_mib_result_is_resumed_whole_after_a_drop(deployment: Deployment) -> None:
-    tag = "ts-large"
+async def test_a_multi_mib_result_is_resumed_whole_after_a_drop(
+    deployment: Deployment, sdk: str
+) -> None:
+    tag = f"ts-large-{sdk}"
     call = {"n": 3, "pause_at": 2, "tag": tag, "replay_after": "done", "result_bytes": 5 * MiB}
     program = [
         {"op": "call", "arguments": call, "drop_after_tokens": 3},
         {"op": "resume", "token": {"call": 0, "index": -1}},
         {"op": "resume", "token": {"call": 0, "index": 0}},
     ]
-    async with ts_client(deployment.mcp, program) as client:
+    async with ts_client(deployment.mcp, program, sdk=sdk) as client:
         await client.until(lambda c: bool(c.of(0, "dropped")))
         await open_gate(deployment, f"{tag}:continue")
         await client.finished()
@@ -188,16 +187,17 @@ def oversized_deployment(
 
 
 async def test_a_failed_store_keeps_the_session_and_refuses_its_resume(
-    oversized_deployment: Deployment,
+    oversized_deployment: Deployment, sdk: str
 ) -> None:
     deployment = oversized_deployment
-    tag = "ts-413"
+    tag = f"ts-413-{sdk}"
     padded = {"n": 3, "pad": 2 * MiB, "pad_at": 2, "pause_at": 2, "close_on_gate": True}
     program = [
         {"op": "call", "arguments": {**padded, "tag": tag}},
-        {"op": "call", "arguments": {"n": 2, "tag": "ts-after-413"}},
+        {"op": "call", "arguments": {"n": 2, "tag": f"ts-after-413-{sdk}"}},
     ]
-    async with ts_client(deployment.mcp, program) as client:
+    before = await store_failures(deployment)
+    async with ts_client(deployment.mcp, program, sdk=sdk) as client:
         await client.until(lambda c: len(c.of(0, "progress")) == 2)
         await open_gate(deployment, f"{tag}:close")
         await client.until(lambda c: bool(c.of(0, "error")))
@@ -210,6 +210,13 @@ async def test_a_failed_store_keeps_the_session_and_refuses_its_resume(
     assert (error["code"], error["data"]["reason"]) == (RESUME_REFUSED, "not_stored")
     # The session goes on.
     assert only(client.of(1, "result"))["text"] == "counted to 2"
+    after = await store_failures(deployment)
+    assert set(after) == {"event_too_large"}
+    assert after["event_too_large"] == before.get("event_too_large", 0) + 1
+
+
+async def store_failures(deployment: Deployment) -> dict[str, int]:
+    """The MCP server's store failures by cause (the server serves every SDK's run)."""
     async with httpx.AsyncClient() as http:
-        failures = (await http.get(f"{deployment.mcp}/test/store-failures")).json()
-    assert failures == {"event_too_large": 1}
+        failures: dict[str, int] = (await http.get(f"{deployment.mcp}/test/store-failures")).json()
+    return failures

@@ -1,4 +1,5 @@
-"""Fixtures of the reliability suite: the soak flag and real server processes.
+"""Fixtures of the reliability suite: the soak flag, real server processes, and a private
+PostgreSQL server for the tests that stop and restart it.
 
 Quick variants run in the normal suite; `EVENTLOG_SOAK=1` (or `make soak`) turns on the
 long variants and makes the quick ones do more rounds.
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server_process import ServerProcess, soak_enabled
+from tests.support.private_postgres import PrivatePostgres, private_database
+from tests.support.processes import ServerProcess
+from tests.support.soak import soak_enabled
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,3 +35,10 @@ def server(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivatePostgres]:
+    """A migrated database on a PostgreSQL server of this test's own, to stop and restart."""
+    with private_database() as server:
+        yield server

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.server_process import ServerProcess
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.process
 

@@ -37,7 +37,7 @@ import pytest
 from app.settings import Settings
 from tests.support.app import started_app
 from tests.support.live_readers import WAIT, LiveReader, SseEvent, serving
-from tests.support.server_process import soak_enabled
+from tests.support.soak import soak_enabled
 
 QUICK, SOAK = (200, 8), (600, 30)  # (streams, steps per stream)
 

@@ -24,15 +24,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.support.ledger import (
     Batch,
     GenerationLedger,
     check_generation,
-    read_generation,
+    read_generations,
 )
-from tests.support.server_process import ServerProcess, soak_enabled
+from tests.support.processes import ServerProcess
+from tests.support.soak import soak_enabled
 
 pytestmark = pytest.mark.process
 
@@ -139,23 +139,18 @@ async def crash_round(server: ServerProcess, writers: list[Writer], rng: random.
 async def verify(database_url: str, writers: list[Writer]) -> list[str]:
     """Everything in the database that contradicts what the writers were told."""
     problems: list[str] = []
-    engine = create_async_engine(database_url)
-    try:
-        async with engine.connect() as conn:
-            for writer in writers:
-                for gen in writer.generations:
-                    stored = await read_generation(conn, gen.token)
-                    if stored is None:
-                        problems.append(f"acknowledged generation {gen.token} is gone")
-                        continue
-                    problems += check_generation(gen, stored)
-                    newest = gen is writer.current
-                    if stored.superseded == newest:
-                        problems.append(
-                            f"{gen.token}: superseded={stored.superseded}, newest={newest}"
-                        )
-    finally:
-        await engine.dispose()
+    tokens = [gen.token for writer in writers for gen in writer.generations]
+    stored_of = await read_generations(database_url, tokens)
+    for writer in writers:
+        for gen in writer.generations:
+            stored = stored_of[gen.token]
+            if stored is None:
+                problems.append(f"acknowledged generation {gen.token} is gone")
+                continue
+            problems += check_generation(gen, stored)
+            newest = gen is writer.current
+            if stored.superseded == newest:
+                problems.append(f"{gen.token}: superseded={stored.superseded}, newest={newest}")
     return problems
 
 

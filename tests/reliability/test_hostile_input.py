@@ -33,7 +33,7 @@ from app.storage.decisions import DecisionFilter
 from app.storage.records import DecisionEntry
 from app.storage.schema import events, generations, streams
 from tests.support.app import app_client, make_settings, started_app, state_of
-from tests.support.server_process import ServerProcess
+from tests.support.processes import ServerProcess
 from tests.support.waiting import until
 
 MAX_BODY = 1_048_576

@@ -34,7 +34,7 @@ from tests.support.live_readers import (
     stalled_socket,
 )
 from tests.support.process_memory import MIB, RssSampler, rss
-from tests.support.server_process import ServerProcess
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.process
 

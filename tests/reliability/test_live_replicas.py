@@ -19,7 +19,6 @@ import asyncio
 import os
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -29,11 +28,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.storage.migrate import upgrade
 from tests.support import private_postgres
-from tests.support.databases import postgres_required
 from tests.support.live_readers import WAIT, LiveReader, SseEvent, metric_reaches
-from tests.support.server_process import ServerProcess
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.process
 
@@ -68,24 +65,6 @@ def replicas(url: str, workdir: Path, **env: str) -> Iterator[Replicas]:
             server.start()
             started.append(server)
         yield Replicas(*started)
-
-
-@pytest.fixture
-def private_pg() -> Iterator[private_postgres.PrivatePostgres]:
-    """A migrated database on a PostgreSQL server this test alone may restart."""
-    problem = private_postgres.available()
-    if problem is not None:
-        if postgres_required():
-            pytest.fail(f"PostgreSQL is required (CI=true) but no private one can run: {problem}")
-        pytest.skip(f"cannot run a private PostgreSQL: {problem}")
-    # Not under tmp_path: the `postgres` user must reach it, and pytest's dirs are private.
-    server = private_postgres.PrivatePostgres(Path(tempfile.mkdtemp(prefix="eventlog-pg-")))
-    try:
-        server.create()
-        upgrade(server.url)
-        yield server
-    finally:
-        server.destroy()
 
 
 @dataclass

@@ -32,7 +32,7 @@ from app.domain.decision import TerminalPolicy
 from tests.support.app import make_settings
 from tests.support.driver import AppDriver
 from tests.support.reference import Event, ModelGeneration, Outcome, ReferenceLog
-from tests.support.server_process import soak_enabled
+from tests.support.soak import soak_enabled
 
 MAX_BATCH, MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS = 4, 48, 10_000
 

@@ -11,41 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import random
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.storage.migrate import upgrade
 from tests.support import private_postgres
 from tests.support.app import app_client, make_settings
-from tests.support.ledger import Batch, GenerationLedger, check_generation, read_generation
-from tests.support.server_process import ServerProcess, soak_enabled
+from tests.support.ledger import Batch, GenerationLedger, check_generation, read_generations
+from tests.support.processes import ServerProcess
+from tests.support.soak import soak_enabled
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
 RECOVERY_TIMEOUT = 30.0
-
-
-@pytest.fixture
-def private_pg() -> Iterator[private_postgres.PrivatePostgres]:
-    """A migrated database on a PostgreSQL server this test alone may stop."""
-    problem = private_postgres.available()
-    if problem is not None:
-        pytest.skip(f"cannot run a private PostgreSQL: {problem}")
-    # Not under tmp_path: the `postgres` user must reach it, and pytest's dirs are private.
-    server = private_postgres.PrivatePostgres(Path(tempfile.mkdtemp(prefix="eventlog-pg-")))
-    try:
-        server.create()
-        upgrade(server.url)
-        yield server
-    finally:
-        server.destroy()
 
 
 @dataclass
@@ -119,16 +100,12 @@ async def outage(pg: private_postgres.PrivatePostgres, http: httpx.AsyncClient, 
 async def verify(url: str, writers: list[PatientWriter]) -> list[str]:
     """Every acknowledged event stored, no partial batch, counters agreeing."""
     problems: list[str] = []
-    engine = create_async_engine(url)
-    try:
-        async with engine.connect() as conn:
-            for writer in writers:
-                assert writer.gen is not None
-                stored = await read_generation(conn, writer.gen.token)
-                assert stored is not None
-                problems += check_generation(writer.gen, stored)
-    finally:
-        await engine.dispose()
+    stored_of = await read_generations(url, [w.gen.token for w in writers if w.gen is not None])
+    for writer in writers:
+        assert writer.gen is not None
+        stored = stored_of[writer.gen.token]
+        assert stored is not None
+        problems += check_generation(writer.gen, stored)
     return problems
 
 

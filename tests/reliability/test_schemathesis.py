@@ -25,7 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.support.server_process import ServerProcess, soak_enabled
+from tests.support.processes import ServerProcess
+from tests.support.soak import soak_enabled
 
 pytestmark = pytest.mark.process
 

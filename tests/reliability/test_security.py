@@ -21,7 +21,7 @@ import pytest
 import app.domain.ids as ids
 from app.api.app import create_app
 from tests.support.app import app_client, make_settings
-from tests.support.server_process import ServerProcess
+from tests.support.processes import ServerProcess
 
 TOKEN = re.compile(r"[A-Za-z0-9_-]{22,}")
 PUBLIC = {

@@ -15,13 +15,13 @@ import pytest
 from app.domain.decision import decide
 from app.domain.ids import parse_event_id
 from app.domain.outcomes import Decided
+from app.errors import StorageUnavailable
 from app.service.audit import DecisionAudit
 from app.service.observer import Observer
 from app.settings import Settings
 from app.storage import decisions
 from app.storage.database import Database
 from app.storage.decisions import DecisionFilter
-from app.storage.errors import StorageUnavailable
 from app.storage.records import DecisionEntry
 from app.storage.transactions import T, Work
 

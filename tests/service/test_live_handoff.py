@@ -18,8 +18,8 @@ from app.service.fanout import Fanout
 from app.service.frames import EventFrame, Frame, ResetFrame
 from app.service.observer import Observer
 from app.settings import Settings
+from app.storage.changes import TailAppend, take_touched, touched
 from app.storage.records import EventRecord, GenerationRecord
-from app.storage.wakeups import Appended, take_touched, touched
 from tests.support.app import started_app, state_of
 
 TENANT = "default"
@@ -138,8 +138,8 @@ def _gen(token: str, tail: int) -> GenerationRecord:
     )  # fmt: skip
 
 
-def _appended(token: str, *seqs: int) -> Appended:
-    return Appended(_gen(token, seqs[-1]), tuple(EventRecord(s, None, f"d{s}") for s in seqs))
+def _appended(token: str, *seqs: int) -> TailAppend:
+    return TailAppend(_gen(token, seqs[-1]), tuple(EventRecord(s, None, f"d{s}") for s in seqs))
 
 
 class _Conn:

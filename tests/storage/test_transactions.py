@@ -18,15 +18,16 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 
-from app.domain.append import EventBody, Refusal
+from app.domain.append import AppendConflict, EventBody
 from app.domain.ids import StreamKey
+from app.errors import ConflictingBatch, StorageError, StorageUnavailable
 from app.settings import Settings
 from app.storage import events, generations
-from app.storage.database import Database
-from app.storage.dialect import PostgresDialect, SqliteDialect, dialect_for
-from app.storage.errors import AppendRefusedError, StorageError, StorageUnavailable
+from app.storage.database import Database, dialect_for
+from app.storage.postgres import DirectTransactions, PostgresDialect
 from app.storage.records import AppendResult
-from app.storage.transactions import DirectTransactions, GroupCommit, Work
+from app.storage.sqlite import GroupCommit, SqliteDialect
+from app.storage.transactions import Work
 from app.storage.wakeups import LocalCommits
 
 
@@ -86,7 +87,7 @@ async def test_concurrent_writes_commit_in_groups_in_the_writer_thread(database:
 
 async def test_a_refusal_does_not_touch_its_group(database: Database) -> None:
     def refused(_conn: Connection) -> None:
-        raise AppendRefusedError(Refusal.SEQ_GAP, "no")
+        raise ConflictingBatch(AppendConflict.SEQ_GAP, "no")
 
     outcomes = await asyncio.gather(
         database.write(insert(1)),
@@ -96,13 +97,13 @@ async def test_a_refusal_does_not_touch_its_group(database: Database) -> None:
     )
     assert outcomes[0] == 1
     assert outcomes[2] == 2
-    assert isinstance(outcomes[1], AppendRefusedError)
+    assert isinstance(outcomes[1], ConflictingBatch)
     assert await stored(database) == [1, 2]
 
 
 async def test_a_failure_fails_its_whole_group(database: Database) -> None:
     def refused(_conn: Connection) -> None:
-        raise AppendRefusedError(Refusal.TERMINAL, "no")
+        raise ConflictingBatch(AppendConflict.TERMINAL, "no")
 
     await database.write(insert(7))
     outcomes = await asyncio.gather(
@@ -170,12 +171,12 @@ async def test_the_committer_does_not_keep_the_context_of_the_request_that_start
             await database.write(insert(value))
 
     noting = Noting()
-    logging.getLogger("app.storage.transactions").addFilter(noting)
+    logging.getLogger("app.storage.sqlite").addFilter(noting)
     try:
         await asyncio.create_task(as_request("first", 1))  # this request starts the committer
         await asyncio.create_task(as_request("second", 1))  # a duplicate: the group fails
     finally:
-        logging.getLogger("app.storage.transactions").removeFilter(noting)
+        logging.getLogger("app.storage.sqlite").removeFilter(noting)
     # the committer's own log line ("a group of 1 writes failed") carries no request's id
     assert seen == [None]
 

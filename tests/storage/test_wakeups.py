@@ -13,13 +13,9 @@ import asyncpg
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
 
-from app.storage.wakeups import (
-    CHANNEL,
-    LocalCommits,
-    PostgresNotifications,
-    SqliteDataVersion,
-    parse_payload,
-)
+from app.storage.postgres import CHANNEL, PostgresNotifications, parse_payload
+from app.storage.sqlite import SqliteDataVersion
+from app.storage.wakeups import LocalCommits
 
 
 class _Hub:

@@ -3,6 +3,7 @@
 PostgreSQL comes from `EVENTLOG_TEST_POSTGRES_URL` (default: the local server, trust auth).
 When it cannot be reached its tests skip, except under `CI=true` (or
 `EVENTLOG_REQUIRE_POSTGRES=1`), where that is an error: CI must run both halves.
+Tests share the run's one PostgreSQL database and empty it first (`empty_postgres`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,21 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+from pathlib import Path
 
 import asyncpg
+import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.storage.schema import metadata
+from tests.support.needs import under_ci
 
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+# The params of a module's fixture that serves both backends (`backend_database`); the
+# PostgreSQL one is marked, so `-m "not postgresql"` leaves it out.
+BACKEND_PARAMS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql))
 
 
 def postgres_server_url() -> str:
@@ -24,10 +35,7 @@ def postgres_server_url() -> str:
 
 def postgres_required() -> bool:
     """Whether a missing PostgreSQL fails the run instead of skipping its tests."""
-    return (
-        os.environ.get("CI", "").lower() == "true"
-        or os.environ.get("EVENTLOG_REQUIRE_POSTGRES") == "1"
-    )
+    return under_ci() or os.environ.get("EVENTLOG_REQUIRE_POSTGRES") == "1"
 
 
 def _asyncpg_dsn(url: str) -> str:
@@ -63,3 +71,27 @@ def postgres_reachable() -> str | None:
     except (OSError, asyncpg.PostgresError, TimeoutError) as error:
         return f"{type(error).__name__}: {error}"
     return None
+
+
+async def empty_postgres(url: str) -> None:
+    """Delete every row of every table of the schema (and restart the id sequences)."""
+    tables = ", ".join(table.name for table in metadata.sorted_tables)
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY"))
+    finally:
+        await engine.dispose()
+
+
+def backend_database(request: pytest.FixtureRequest, workdir: Path) -> str:
+    """A database of the backend of `request.param` for a module's server process.
+
+    `sqlite`: a new file in `workdir` (the service migrates it on start); `postgresql`: the
+    run's migrated database (`postgres_database`), emptied.
+    """
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{workdir / 'eventlog.db'}"
+    url: str = request.getfixturevalue("postgres_database")
+    asyncio.run(empty_postgres(url))
+    return url

@@ -9,10 +9,11 @@ whole or not at all, seqs contiguous from head to tail, and the generation's cou
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from app.storage.schema import events, generations
 
@@ -87,6 +88,16 @@ async def read_generation(conn: AsyncConnection, token: str) -> StoredGeneration
         superseded=row.superseded_at is not None,
         events={e.seq: (e.data, e.nbytes) for e in stored},
     )
+
+
+async def read_generations(url: str, tokens: Iterable[str]) -> dict[str, StoredGeneration | None]:
+    """`read_generation` of each token, on one connection to the database at `url`."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return {token: await read_generation(conn, token) for token in tokens}
+    finally:
+        await engine.dispose()
 
 
 def check_generation(ledger: GenerationLedger, stored: StoredGeneration) -> list[str]:

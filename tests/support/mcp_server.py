@@ -1,13 +1,14 @@
 """An MCP server (the SDK's `MCPServer` over streamable HTTP) using `EventLogEventStore`.
 
 Run as `python -m tests.support.mcp_server --port P --eventlog URL [--max-events N]
-[--store-max-event-bytes B]` by the end-to-end tests. Its `progress` tool streams progress
-notifications, may close its SSE stream mid-way (the SDK's server-initiated disconnect),
-may pause on a gate, and may send a padded step or a large result. Gates are opened by the
-tests with `POST /test/gates/{name}`, so every ordering a test needs is awaited, never
-slept for. `GET /test/store-failures` answers the store's failure counter, and
-`GET /test/scopes/{session_id}` a session's scope key (for a test that writes into a
-session's streams from another process).
+[--store-max-event-bytes B] [--store-max-message-bytes B] [--key K] [--store-timeout S]`
+by the end-to-end tests. Its
+`progress` tool streams progress notifications, may close its SSE stream mid-way (the SDK's
+server-initiated disconnect), may pause on a gate, and may send a padded step or a large
+result. Gates are opened by the tests with `POST /test/gates/{name}`, so every ordering a
+test needs is awaited, never slept for. `GET /test/store-failures` answers the store's
+failure counter, and `GET /test/scopes/{session_id}` a session's scope key (for a test
+that writes into a session's streams from another process).
 
 `replay_after` holds this session's replays until a gate opens: `"done"` means until the
 tool's response is stored. That keeps the SDK's own window between replaying and
@@ -137,12 +138,20 @@ def main() -> None:
     parser.add_argument("--eventlog", required=True)
     parser.add_argument("--max-events", type=int, default=None)
     parser.add_argument("--store-max-event-bytes", type=int, default=1024 * 1024)
+    parser.add_argument("--key", default=None, help="the writer key (default: EVENTLOG_KEY)")
+    parser.add_argument("--store-timeout", type=float, default=10.0)
+    parser.add_argument("--store-max-message-bytes", type=int, default=16 * 1024 * 1024)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     global store
     store = GatedStore(
-        args.eventlog, max_events=args.max_events, max_event_bytes=args.store_max_event_bytes
+        args.eventlog,
+        args.key,
+        max_events=args.max_events,
+        max_event_bytes=args.store_max_event_bytes,
+        store_timeout=args.store_timeout,
+        max_message_bytes=args.store_max_message_bytes,
     )
     app = store.asgi_app(
         server.streamable_http_app(event_store=store, retry_interval=10, host="127.0.0.1")

@@ -2,6 +2,9 @@
 
 Restarting the machine's shared PostgreSQL would break every other test run using it at
 the time; this one lives in a temporary directory, on its own port, and is gone afterwards.
+Its programs come from `EVENTLOG_TEST_POSTGRES_BIN` (default: Debian's PostgreSQL 15).
+`private_database()` is the one way the tests get one: migrated, removed at the end, and
+where none can run, a skip (a failure under CI=true).
 """
 
 from __future__ import annotations
@@ -11,20 +14,25 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
 
+from app.storage.migrate import upgrade
+from tests.support.databases import postgres_required
+from tests.support.needs import missing
 from tests.support.processes import free_port
 
-BIN = Path("/usr/lib/postgresql/15/bin")
+BIN = Path(os.environ.get("EVENTLOG_TEST_POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
 
 
 def available() -> str | None:
     """None when a private server can be made here; otherwise why not."""
     if not (BIN / "initdb").exists():
-        return f"no {BIN}/initdb"
+        return f"no {BIN}/initdb (set EVENTLOG_TEST_POSTGRES_BIN to PostgreSQL's bin directory)"
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         return "running as root without runuser"
     return None
@@ -90,3 +98,19 @@ class PrivatePostgres:
         with contextlib.suppress(RuntimeError):  # already stopped
             self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def private_database() -> Iterator[PrivatePostgres]:
+    """A migrated `eventlog` database on a private server, for the block; gone afterwards."""
+    problem = available()
+    if problem is not None:
+        missing("a private PostgreSQL server", problem, required=postgres_required())
+    # Not under pytest's tmp_path: the `postgres` user must reach it, and those are private.
+    server = PrivatePostgres(Path(tempfile.mkdtemp(prefix="eventlog-pg-")))
+    try:
+        server.create()
+        upgrade(server.url)
+        yield server
+    finally:
+        server.destroy()

@@ -1,16 +1,17 @@
-"""Drive the official TypeScript MCP client (`tests/support/ts_client/client.mjs`) from pytest.
+"""Drive the official TypeScript MCP clients (`tests/support/ts_client/client.mjs`) from pytest.
 
-`ensure_ts_client()` installs the harness's locked npm dependencies (`npm ci`) when they are
-missing, so a fresh clone works; without Node it skips, except under `CI=true`.
-`ts_client(url, program)` runs the harness as a process and reads the JSON lines it prints
-as they come, so a test can wait for a moment of the call (a token, a progress step) and
-act on the servers then.
+Both generations: `v1` is `@modelcontextprotocol/sdk` 1.32.2, `v2` is
+`@modelcontextprotocol/client` 2.4.0 (negotiating 2025-11-25, the newest revision with
+sessions and `Last-Event-ID` resumption). `ensure_ts_client()` installs the harness's
+locked npm dependencies (`npm ci`) when they are missing, so a fresh clone works; without
+Node it skips, except under `CI=true`. `ts_client(url, program, sdk=...)` runs the harness
+as a process and reads the JSON lines it prints as they come, so a test can wait for a
+moment of the call (a token, a progress step) and act on the servers then.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -20,10 +21,15 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import pytest
+
+from tests.support.needs import missing
 
 HARNESS = Path(__file__).resolve().parent / "ts_client"
-SDK_VERSION = "1.32.2"
+SDKS = {
+    "v1": ("@modelcontextprotocol/sdk", "1.32.2"),
+    "v2": ("@modelcontextprotocol/client", "2.4.0"),
+}
+"""Each SDK generation the harness drives: its npm package and the version locked."""
 Line = dict[str, Any]
 
 
@@ -31,11 +37,8 @@ def ensure_ts_client() -> str:
     """The path of `node`, with the harness's dependencies installed (`npm ci`)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Node and npm are required (CI=true) for the TypeScript client tests")
-        pytest.skip("no node/npm: the TypeScript client tests need them")
-    installed = HARNESS / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
-    if not installed.exists() or json.loads(installed.read_text())["version"] != SDK_VERSION:
+        missing("Node and npm for the TypeScript client tests", "node or npm is not on PATH")
+    if not all(_installed(package) == version for package, version in SDKS.values()):
         subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
             cwd=HARNESS,
@@ -43,6 +46,14 @@ def ensure_ts_client() -> str:
             timeout=300,
         )
     return node
+
+
+def _installed(package: str) -> str | None:
+    manifest = HARNESS / "node_modules" / package / "package.json"
+    if not manifest.exists():
+        return None
+    version: str = json.loads(manifest.read_text())["version"]
+    return version
 
 
 class TsClient:
@@ -67,10 +78,11 @@ class TsClient:
                     raise AssertionError(f"the TS client ended: {self.lines}\n{self.stderr!r}")
                 await self._changed.wait()
 
-    async def go_on(self) -> None:
-        """Let a `wait` operation go on."""
+    async def go_on(self, token: str | None = None) -> None:
+        """Let a `wait` operation go on (handing it `token` for a `{"given": true}` resume)."""
         assert self.process.stdin is not None
-        await self.process.stdin.send(b"go\n")
+        line = "go" if token is None else f"go {token}"
+        await self.process.stdin.send(f"{line}\n".encode())
 
     async def finished(self, within: float = 60.0) -> list[Line]:
         """Every line, once the harness has exited."""
@@ -97,10 +109,12 @@ class TsClient:
 
 
 @asynccontextmanager
-async def ts_client(url: str, program: list[dict[str, Any]]) -> AsyncIterator[TsClient]:
-    """Run the harness against the MCP server at `url` (its `/mcp` endpoint)."""
+async def ts_client(
+    url: str, program: list[dict[str, Any]], *, sdk: str = "v1"
+) -> AsyncIterator[TsClient]:
+    """Run the harness with SDK generation `sdk` against the MCP server at `url` (`/mcp`)."""
     node = ensure_ts_client()
-    args = [node, str(HARNESS / "client.mjs"), f"{url}/mcp", json.dumps(program)]
+    args = [node, str(HARNESS / "client.mjs"), sdk, f"{url}/mcp", json.dumps(program)]
     async with await anyio.open_process(args, cwd=HARNESS) as process:
         client = TsClient(process)
         async with anyio.create_task_group() as tasks:

@@ -16,6 +16,7 @@ import {
   type StoredEvent,
   type StreamView,
 } from "./models.js";
+import { follow, type FollowOptions, type LiveEvent } from "./live.js";
 
 /** Options every call takes. */
 export interface CallOptions {
@@ -157,6 +158,19 @@ export class EventLogClient {
       yield* page.events;
       next = page.nextAfter;
     }
+  }
+
+  /**
+   * Follow `streamId` live, on one connection, until the service closes it (see `live.ts`):
+   * data events, `reset` and `end` control events, typed. Reconnect with the last event's id
+   * to continue exactly. An invalid claim throws its refusal (`UnknownGeneration`,
+   * `BeyondTail`, …), a stream with no generation `UnknownStream`.
+   */
+  follow(
+    streamId: string,
+    options: FollowOptions = {},
+  ): AsyncGenerator<LiveEvent, void, undefined> {
+    return follow(this.connection, streamId, options);
   }
 
   /** The stream and its current generation (`UnknownStream` when there is none). */

@@ -4,12 +4,33 @@
  * Every call of `EventLogClient` goes through a `ServiceConnection`, so there is one way to
  * authenticate, one timeout rule and one rule for what may be retried. Connections are pooled
  * and kept alive by the platform's `fetch` (undici in Node), so a connection object is cheap.
+ *
+ * The answer is not trusted to come from the service: one deadline covers each attempt,
+ * body included (a drip is cut); a body is read up to `maxResponseBytes` decoded bytes (a huge
+ * body or a gzip bomb is cut); a 2xx must be JSON by its `Content-Type` and by its bytes; a
+ * redirect is never followed (it would carry the request, event data and key included, to
+ * wherever it points, and take that host's answer for the service's). Each of these is an
+ * `InvalidResponse`, never retried.
  */
 
-import { errorFromBody, EventLogError, InvalidResponse, ServiceUnreachable } from "./errors.js";
+import { type BodyText, ERROR_BODY_BYTES, isJsonMediaType, NotUtf8, readBody } from "./body.js";
+import {
+  DeadlineExceeded,
+  errorFromBody,
+  EventLogError,
+  InvalidResponse,
+  MalformedResponse,
+  Redirected,
+  ResponseTooLarge,
+  ServiceUnreachable,
+  UnexpectedContentType,
+} from "./errors.js";
 
 /** Where the service is when neither an option nor `EVENTLOG_URL` says. */
 export const DEFAULT_URL = "http://127.0.0.1:8080";
+
+/** The default cap on an answer's decoded body. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1_048_576;
 
 /**
  * How often, and how patiently, a request that is safe to repeat is sent again.
@@ -43,6 +64,9 @@ export interface ConnectionOptions {
   readonly key?: string;
   /** Milliseconds one attempt may take, answer body included; default 10 000. */
   readonly timeoutMs?: number;
+  /** The most decoded bytes of an answer's body that are read; default 64 MiB (a page holds at
+   *  most `EVENTLOG_MAX_PAGE_BYTES`, 4 MiB, of data, at most 6x that once JSON-escaped). */
+  readonly maxResponseBytes?: number;
   /** What is retried, how often; default `DEFAULT_RETRY`. */
   readonly retry?: RetryPolicy;
   /** The `fetch` to use; default the platform's. */
@@ -72,6 +96,7 @@ export class ServiceConnection {
   readonly baseUrl: string;
   readonly retry: RetryPolicy;
   readonly timeoutMs: number;
+  readonly maxResponseBytes: number;
   private readonly headers: Readonly<Record<string, string>>;
   private readonly fetch: typeof fetch;
 
@@ -82,6 +107,7 @@ export class ServiceConnection {
     this.headers = key ? { authorization: `Bearer ${key}` } : {};
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   }
 
@@ -90,7 +116,8 @@ export class ServiceConnection {
    *
    * With `retry`, a transport error or a 5xx answer is retried under the policy. Only callers
    * whose request is idempotent may pass `retry: true`: the request may have been processed
-   * even though no answer arrived. An abort of `signal` stops at once with its reason.
+   * even though no answer arrived. An answer that is not the service's (`InvalidResponse`) is
+   * never retried. An abort of `signal` stops at once with its reason.
    */
   async request(request: ServiceRequest): Promise<unknown> {
     const attempts = request.retry ? Math.max(1, this.retry.attempts) : 1;
@@ -98,17 +125,18 @@ export class ServiceConnection {
       const last = attempt + 1 >= attempts;
       const outcome = await this.attempt(request);
       if (outcome.kind === "answer") return outcome.body;
+      if (outcome.kind === "invalid") throw outcome.error;
       if (outcome.kind === "refused" && (outcome.error.status < 500 || last)) throw outcome.error;
-      if (outcome.kind === "unreachable" && last) {
-        const detail = describe(outcome.cause);
-        throw new ServiceUnreachable(0, ServiceUnreachable.code, detail, { cause: outcome.cause });
-      }
+      if (outcome.kind === "unreachable" && last)
+        throw unreachable(outcome.cause, outcome.timedOut);
       const retryAfter = outcome.kind === "refused" ? outcome.retryAfterMs : undefined;
       await sleep(retryDelayMs(this.retry, attempt, retryAfter), request.signal);
     }
   }
 
   private async attempt(request: ServiceRequest): Promise<Outcome> {
+    // One deadline for the whole attempt, answer body included: a service that drips its
+    // answer a byte at a time is cut like one that never answers.
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout;
     const headers: Record<string, string> = { ...this.headers, accept: "application/json" };
@@ -117,28 +145,91 @@ export class ServiceConnection {
       headers["content-type"] = "application/json";
       body = JSON.stringify(request.json);
     }
-    let status: number;
-    let statusText: string;
-    let text: string;
-    let retryAfter: string | null;
+    let response: Response | undefined;
+    let text: BodyText;
     try {
-      const init: RequestInit = { method: request.method, headers, signal };
+      const init: RequestInit = { method: request.method, headers, signal, redirect: "manual" };
       if (body !== undefined) init.body = body;
-      const response = await this.fetch(this.url(request), init);
-      ({ status, statusText } = response);
-      retryAfter = response.headers.get("retry-after");
-      text = await response.text();
+      response = await this.fetch(this.url(request), init);
+      const refusal = unacceptable(response);
+      if (refusal !== undefined) {
+        await response.body?.cancel().catch(() => undefined);
+        return { kind: "invalid", error: refusal };
+      }
+      const ok = response.status >= 200 && response.status < 300;
+      text = await readBody(response, ok ? this.maxResponseBytes : ERROR_BODY_BYTES);
     } catch (error) {
       // The caller's own abort is not the service's fault: never retried, never "unreachable".
       if (request.signal?.aborted) throw request.signal.reason;
-      return { kind: "unreachable", cause: error };
+      if (error instanceof NotUtf8) {
+        return { kind: "invalid", error: malformed(response?.status ?? 0, error.message) };
+      }
+      return { kind: "unreachable", cause: error, timedOut: timeout.aborted };
     }
-    if (status >= 200 && status < 300) return { kind: "answer", body: parseJson(status, text) };
+    const { status, statusText } = response;
+    if (status >= 200 && status < 300) {
+      if (!text.complete) {
+        const detail = `the answer is over ${this.maxResponseBytes} bytes`;
+        return {
+          kind: "invalid",
+          error: new ResponseTooLarge(status, ResponseTooLarge.code, detail),
+        };
+      }
+      return parseJson(status, text.text);
+    }
     return {
       kind: "refused",
-      error: errorFromBody(status, statusText, text),
-      retryAfterMs: retryAfterMs(retryAfter),
+      error: errorFromBody(status, statusText, text.text, response.headers.get("content-type")),
+      retryAfterMs: retryAfterMs(response.headers.get("retry-after")),
     };
+  }
+
+  /**
+   * Open a `text/event-stream` answer (a live read) and return it, its body unread: the
+   * caller reads it, bounded (`sse.ts`). `signal` governs the whole exchange; the caller
+   * aborts it to end the stream. Never retried. A refusal throws its `EventLogError`; a
+   * redirect, or a 2xx that is not an event stream, throws `InvalidResponse`; no answer
+   * throws `ServiceUnreachable`.
+   */
+  async openStream(
+    path: string,
+    headers: Readonly<Record<string, string>>,
+    signal: AbortSignal,
+  ): Promise<Response> {
+    let response: Response;
+    const init: RequestInit = {
+      method: "GET",
+      headers: { ...this.headers, accept: "text/event-stream", ...headers },
+      signal,
+      redirect: "manual",
+    };
+    try {
+      response = await this.fetch(this.baseUrl + path, init);
+    } catch (error) {
+      if (signal.aborted && signal.reason instanceof EventLogError) throw signal.reason;
+      throw unreachable(error, false);
+    }
+    const { status } = response;
+    const type = response.headers.get("content-type") ?? "";
+    const redirect = status >= 300 && status < 400;
+    const streaming = type.split(";", 1)[0]?.trim().toLowerCase() === "text/event-stream";
+    if (status >= 200 && status < 300 && streaming) return response;
+    if (redirect || (status >= 200 && status < 300)) {
+      await response.body?.cancel().catch(() => undefined);
+      const why = `the answer is ${type || "untyped"}, not an event stream: is the service's URL right?`;
+      throw (
+        (redirect ? unacceptable(response) : undefined) ??
+        new UnexpectedContentType(status, UnexpectedContentType.code, why)
+      );
+    }
+    let text: BodyText;
+    try {
+      text = await readBody(response, ERROR_BODY_BYTES);
+    } catch (error) {
+      if (signal.aborted && signal.reason instanceof EventLogError) throw signal.reason;
+      throw unreachable(error, false);
+    }
+    throw errorFromBody(status, response.statusText, text.text, type);
   }
 
   private url(request: ServiceRequest): string {
@@ -152,23 +243,56 @@ export class ServiceConnection {
 
 type Outcome =
   | { readonly kind: "answer"; readonly body: unknown }
+  | { readonly kind: "invalid"; readonly error: InvalidResponse }
   | {
       readonly kind: "refused";
       readonly error: EventLogError;
       readonly retryAfterMs?: number | undefined;
     }
-  | { readonly kind: "unreachable"; readonly cause: unknown };
+  | { readonly kind: "unreachable"; readonly cause: unknown; readonly timedOut: boolean };
 
-function parseJson(status: number, text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new InvalidResponse(
+/** Why an answer is not the service's before its body is read: a redirect, or a 2xx that
+ *  does not say it is JSON. Undefined when the body may be read. */
+function unacceptable(response: Response): InvalidResponse | undefined {
+  const { status } = response;
+  if (status >= 300 && status < 400) {
+    const location = response.headers.get("location") ?? "nowhere";
+    return new Redirected(
       status,
-      InvalidResponse.code,
-      `the answer is not JSON: ${text.slice(0, 200)}`,
+      Redirected.code,
+      `the answer is a redirect (${status} to ${location.slice(0, 200)}); redirects are never ` +
+        "followed: is the service's URL right?",
     );
   }
+  const type = response.headers.get("content-type");
+  if (status >= 200 && status < 300 && !isJsonMediaType(type)) {
+    const detail = `the answer is ${type ?? "untyped"}, not JSON: is the service's URL right?`;
+    return new UnexpectedContentType(status, UnexpectedContentType.code, detail);
+  }
+  return undefined;
+}
+
+function malformed(status: number, detail: string): MalformedResponse {
+  return new MalformedResponse(status, MalformedResponse.code, detail);
+}
+
+function parseJson(status: number, text: string): Outcome {
+  try {
+    return { kind: "answer", body: JSON.parse(text) };
+  } catch {
+    return {
+      kind: "invalid",
+      error: malformed(status, `the answer is not JSON: ${text.slice(0, 200)}`),
+    };
+  }
+}
+
+/** No answer: `DeadlineExceeded` when the attempt's deadline ran out, else unreachable. */
+function unreachable(cause: unknown, timedOut: boolean): ServiceUnreachable {
+  const detail = describe(cause);
+  return timedOut
+    ? new DeadlineExceeded(0, DeadlineExceeded.code, detail, { cause })
+    : new ServiceUnreachable(0, ServiceUnreachable.code, detail, { cause });
 }
 
 function retryAfterMs(value: string | null): number | undefined {

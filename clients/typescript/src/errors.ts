@@ -1,20 +1,40 @@
 /**
- * One error class per problem `code` the service answers with.
+ * The client's one error tree: every failure of a call is an `EventLogError`.
  *
- * Every refusal of the service is an RFC 9457 problem with a stable `code`; programs match on
- * the class (`instanceof Superseded`) or on `.code`, never on the human-readable `.detail`.
- * A code this client does not know yet maps to the base class, so a newer service never
- * breaks an older client. The classes mirror the Python client's `errors.py`.
+ * ```
+ * EventLogError                 status, code, detail (programs match on the class or `.code`)
+ * ├── ServiceRefusal            the service answered a problem (RFC 9457) with a stable `code`:
+ * │   ├── Superseded, TerminalGeneration, SeqConflict, … one class per code of
+ * │   │   tests/fixtures/problem-codes.json (`static statuses`: the statuses it documents)
+ * │   └── (a code this client does not know yet is a bare `ServiceRefusal`)
+ * ├── HttpError                 a non-2xx answer without a problem body (a proxy's error page)
+ * ├── ServiceUnreachable        no answer: connection refused or broken (status 0)
+ * │   └── DeadlineExceeded      no whole answer within the attempt's deadline (status 0)
+ * └── InvalidResponse           an answer this client will not act on (status: the answer's)
+ *     ├── Redirected            a 3xx: never followed (the event data would go to another host)
+ *     ├── UnexpectedContentType not the media type the route answers with (HTML from a proxy)
+ *     ├── ResponseTooLarge      the decoded body (or one SSE line or frame) is over the cap
+ *     └── MalformedResponse     not JSON or UTF-8, a field missing or of the wrong type, a
+ *                               broken SSE frame
+ * ```
+ *
+ * The tree, the codes and their statuses are the Python client's (`errors.py`; its
+ * `UntrustedResponse` is `InvalidResponse` here). Which codes the service answers with is one
+ * fact, kept in `tests/fixtures/problem-codes.json`; `test/errors.test.ts` checks this table
+ * against it. A newer service never breaks an older client: an unknown code is a bare
+ * `ServiceRefusal`.
  */
 
+import { isJsonMediaType } from "./body.js";
+
 /**
- * A request the event-log service refused or could not answer.
+ * A request the event-log service refused, or that got no answer this client trusts.
  *
- * `status` is the HTTP status (0 when no response arrived), `code` the problem's stable code,
- * `detail` its human-readable explanation.
+ * `status` is the HTTP status (0 when no response arrived), `code` the stable code, `detail`
+ * the human-readable explanation.
  */
 export class EventLogError extends Error {
-  /** The problem code this class stands for. */
+  /** The code this class stands for. */
   static readonly code: string = "error";
 
   readonly status: number;
@@ -30,135 +50,276 @@ export class EventLogError extends Error {
   }
 }
 
+/** The service answered a problem with a stable `code`; each known code has a subclass. */
+export class ServiceRefusal extends EventLogError {
+  static override readonly code: string = "refused";
+  /** The HTTP statuses the service documents for this code (none, for this base). */
+  static readonly statuses: readonly number[] = [];
+}
+
 /** 409: the generation is no longer its stream's current one; its appends are fenced. */
-export class Superseded extends EventLogError {
+export class Superseded extends ServiceRefusal {
   static override readonly code = "superseded";
+  static override readonly statuses = [409];
 }
 
 /** 409: the generation is finished; nothing more can be appended to it. */
-export class TerminalGeneration extends EventLogError {
+export class TerminalGeneration extends ServiceRefusal {
   static override readonly code = "terminal";
+  static override readonly statuses = [409];
 }
 
 /** 409: the batch overlaps stored events with different content (or unverifiable ones). */
-export class SeqConflict extends EventLogError {
+export class SeqConflict extends ServiceRefusal {
   static override readonly code = "seq_conflict";
+  static override readonly statuses = [409];
 }
 
 /** 409: `firstSeq` is beyond `tailSeq + 1`. */
-export class SeqGap extends EventLogError {
+export class SeqGap extends ServiceRefusal {
   static override readonly code = "seq_gap";
+  static override readonly statuses = [409];
 }
 
 /** 409: a page was asked for after a seq the generation never reached. */
-export class BeyondTail extends EventLogError {
+export class BeyondTail extends ServiceRefusal {
   static override readonly code = "beyond_tail";
+  static override readonly statuses = [409];
 }
 
 /** 404: no generation has this token (for this tenant). */
-export class UnknownGeneration extends EventLogError {
+export class UnknownGeneration extends ServiceRefusal {
   static override readonly code = "unknown_generation";
+  static override readonly statuses = [404];
 }
 
 /** 404: no stream has this id (for this tenant). */
-export class UnknownStream extends EventLogError {
+export class UnknownStream extends ServiceRefusal {
   static override readonly code = "unknown_stream";
+  static override readonly statuses = [404];
 }
 
 /** 404: no such route. */
-export class NotFound extends EventLogError {
+export class NotFound extends ServiceRefusal {
   static override readonly code = "not_found";
+  static override readonly statuses = [404];
 }
 
 /** 410: events in the requested range were evicted; the service never skips them. */
-export class Evicted extends EventLogError {
+export class Evicted extends ServiceRefusal {
   static override readonly code = "evicted";
+  static override readonly statuses = [410];
 }
 
-/** 410: the generation's events were purged by its time to live. */
-export class Expired extends EventLogError {
+/** 410 on a read, 409 on an append: the generation's events were purged by its time to live. */
+export class Expired extends ServiceRefusal {
   static override readonly code = "expired";
+  static override readonly statuses = [409, 410];
 }
 
 /** 413: an event's data is over the service's limit. */
-export class EventTooLarge extends EventLogError {
+export class EventTooLarge extends ServiceRefusal {
   static override readonly code = "event_too_large";
+  static override readonly statuses = [413];
 }
 
 /** 413: a batch holds more events than the service accepts at once. */
-export class BatchTooLarge extends EventLogError {
+export class BatchTooLarge extends ServiceRefusal {
   static override readonly code = "batch_too_large";
+  static override readonly statuses = [413];
 }
 
 /** 413: the request body is over the service's limit. */
-export class BodyTooLarge extends EventLogError {
+export class BodyTooLarge extends ServiceRefusal {
   static override readonly code = "body_too_large";
+  static override readonly statuses = [413];
 }
 
 /** 408: the request body arrived too slowly. */
-export class BodyTimeout extends EventLogError {
+export class BodyTimeout extends ServiceRefusal {
   static override readonly code = "body_timeout";
+  static override readonly statuses = [408];
 }
 
 /** 415: the body was not declared as JSON. */
-export class UnsupportedMediaType extends EventLogError {
+export class UnsupportedMediaType extends ServiceRefusal {
   static override readonly code = "unsupported_media_type";
+  static override readonly statuses = [415];
 }
 
 /** 422: the body is not valid JSON. */
-export class InvalidJson extends EventLogError {
+export class InvalidJson extends ServiceRefusal {
   static override readonly code = "invalid_json";
+  static override readonly statuses = [422];
 }
 
 /** 422: the request does not match the schema or breaks a rule of the contract. */
-export class ValidationFailed extends EventLogError {
+export class ValidationFailed extends ServiceRefusal {
   static override readonly code = "validation_error";
+  static override readonly statuses = [422];
 }
 
 /** 401: no key, or a key the service does not know. */
-export class Unauthorized extends EventLogError {
+export class Unauthorized extends ServiceRefusal {
   static override readonly code = "unauthorized";
+  static override readonly statuses = [401];
 }
 
 /** 403: the key's scope does not allow this request. */
-export class Forbidden extends EventLogError {
+export class Forbidden extends ServiceRefusal {
   static override readonly code = "forbidden";
+  static override readonly statuses = [403];
 }
 
 /** 503: the service's database is unreachable or locked; nothing was stored. */
-export class DatabaseUnavailable extends EventLogError {
+export class DatabaseUnavailable extends ServiceRefusal {
   static override readonly code = "database_unavailable";
+  static override readonly statuses = [503];
 }
 
 /** 500: the service's database failed; nothing was stored. */
-export class StorageFailed extends EventLogError {
+export class StorageFailed extends ServiceRefusal {
   static override readonly code = "storage_error";
+  static override readonly statuses = [500];
 }
 
 /** 500: an unexpected error in the service. */
-export class InternalError extends EventLogError {
+export class InternalError extends ServiceRefusal {
   static override readonly code = "internal_error";
+  static override readonly statuses = [500];
+}
+
+/** 400: the claim is not `<token>:<seq>` (the live route). */
+export class MalformedId extends ServiceRefusal {
+  static override readonly code = "malformed_id";
+  static override readonly statuses = [400];
+}
+
+/** 409: the token's stream is not the stream asked about (the live route). */
+export class CrossStream extends ServiceRefusal {
+  static override readonly code = "cross_stream";
+  static override readonly statuses = [409];
+}
+
+/** 409: the request names a stream ambiguously. */
+export class AmbiguousStream extends ServiceRefusal {
+  static override readonly code = "ambiguous_stream";
+  static override readonly statuses = [409];
+}
+
+/** 406: the client accepts none of the media types the route answers with. */
+export class NotAcceptable extends ServiceRefusal {
+  static override readonly code = "not_acceptable";
+  static override readonly statuses = [406];
+}
+
+/** 503: the process serves as many live readers as it may; retry later. */
+export class TooManyReaders extends ServiceRefusal {
+  static override readonly code = "too_many_readers";
+  static override readonly statuses = [503];
+}
+
+/** 400: the request is not well-formed HTTP for this route (e.g. two `Last-Event-ID` headers). */
+export class BadRequest extends ServiceRefusal {
+  static override readonly code = "bad_request";
+  static override readonly statuses = [400];
+}
+
+/** 405: the route does not answer this method. */
+export class MethodNotAllowed extends ServiceRefusal {
+  static override readonly code = "method_not_allowed";
+  static override readonly statuses = [405];
+}
+
+/** 421: the `Host` names no host this service answers as. */
+export class HostNotAllowed extends ServiceRefusal {
+  static override readonly code = "host_not_allowed";
+  static override readonly statuses = [421];
+}
+
+/** 403: a browser page of another origin sent the request. */
+export class OriginNotAllowed extends ServiceRefusal {
+  static override readonly code = "origin_not_allowed";
+  static override readonly statuses = [403];
+}
+
+/** 503: the process holds as many request bodies as it may; retry later. */
+export class Overloaded extends ServiceRefusal {
+  static override readonly code = "overloaded";
+  static override readonly statuses = [503];
+}
+
+/** 503 (`/readyz`): the database schema is not at the newest migration. */
+export class SchemaNotCurrent extends ServiceRefusal {
+  static override readonly code = "schema_not_current";
+  static override readonly statuses = [503];
+}
+
+/** 503 (`/readyz`): a background task of the service is not running. */
+export class BackgroundTaskDown extends ServiceRefusal {
+  static override readonly code = "background_task_down";
+  static override readonly statuses = [503];
+}
+
+/** A non-2xx answer without a problem body (a proxy's or a load balancer's page). */
+export class HttpError extends EventLogError {
+  static override readonly code = "http_error";
 }
 
 /**
- * No response arrived (connection refused, timeout, broken connection), after retries.
+ * No response arrived (connection refused, broken connection), after retries.
  *
  * `status` is 0; the underlying error is the exception's `cause`.
  */
 export class ServiceUnreachable extends EventLogError {
-  static override readonly code = "unreachable";
+  static override readonly code: string = "unreachable";
 }
 
-/** A 2xx answer whose body is not what the contract promises (not JSON, missing fields). */
+/** The answer did not arrive whole within the attempt's deadline (a service that drips, or
+ *  a live stream silent past its idle timeout). */
+export class DeadlineExceeded extends ServiceUnreachable {
+  static override readonly code = "timeout";
+}
+
+/**
+ * An answer this client will not act on: it is not the service's, or not what the contract
+ * promises. `status` is the answer's. Never retried.
+ */
 export class InvalidResponse extends EventLogError {
-  static override readonly code = "invalid_response";
+  static override readonly code: string = "invalid_response";
 }
 
-type ErrorClass = (new (status: number, code: string, detail: string) => EventLogError) & {
+/** A 3xx: never followed (it would carry the request, event data and key included, away). */
+export class Redirected extends InvalidResponse {
+  static override readonly code = "redirected";
+}
+
+/** Not the media type the route answers with (HTML from a captive proxy, a mistyped URL). */
+export class UnexpectedContentType extends InvalidResponse {
+  static override readonly code = "unexpected_content_type";
+}
+
+/** The decoded answer (a gzip bomb is cut too), or one SSE line or frame, is over the cap. */
+export class ResponseTooLarge extends InvalidResponse {
+  static override readonly code = "response_too_large";
+}
+
+/** Not JSON or not UTF-8, a field missing or of the wrong type, a broken SSE frame. */
+export class MalformedResponse extends InvalidResponse {
+  static override readonly code = "malformed_response";
+}
+
+/** A class of the table: constructed with (status, code, detail), with its code and status. */
+export type RefusalClass = (new (
+  status: number,
+  code: string,
+  detail: string,
+) => ServiceRefusal) & {
   readonly code: string;
+  readonly statuses: readonly number[];
 };
 
-const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(
+const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(
   [
     Superseded,
     TerminalGeneration,
@@ -182,20 +343,43 @@ const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(
     DatabaseUnavailable,
     StorageFailed,
     InternalError,
-  ].map((cls): [string, ErrorClass] => [cls.code, cls]),
+    MalformedId,
+    CrossStream,
+    AmbiguousStream,
+    NotAcceptable,
+    TooManyReaders,
+    BadRequest,
+    MethodNotAllowed,
+    HostNotAllowed,
+    OriginNotAllowed,
+    Overloaded,
+    SchemaNotCurrent,
+    BackgroundTaskDown,
+  ].map((cls): [string, RefusalClass] => [cls.code, cls]),
 );
 
-/** The error for a problem `code`; the base class for a code this client lacks. */
-export function errorFor(status: number, code: string, detail: string): EventLogError {
-  const cls = BY_CODE.get(code) ?? EventLogError;
+/** Every problem code this client knows, with its class. */
+export function refusalClasses(): ReadonlyMap<string, RefusalClass> {
+  return BY_CODE;
+}
+
+/** The error for a problem `code`; a bare `ServiceRefusal` for a code this client lacks. */
+export function errorFor(status: number, code: string, detail: string): ServiceRefusal {
+  const cls = BY_CODE.get(code) ?? ServiceRefusal;
   return new cls(status, code, detail);
 }
 
-/** Read a refused response's body: a problem when there is one, else its bare status. */
-export function errorFromBody(status: number, statusText: string, body: string): EventLogError {
+/** Read a refused response's body: a problem when it is one (JSON by its `Content-Type`, with
+ *  a string `code`), else its bare status as `http_error`. */
+export function errorFromBody(
+  status: number,
+  statusText: string,
+  body: string,
+  contentType: string | null = "application/problem+json",
+): EventLogError {
   let problem: unknown;
   try {
-    problem = JSON.parse(body);
+    problem = isJsonMediaType(contentType) ? JSON.parse(body) : undefined;
   } catch {
     problem = undefined;
   }
@@ -203,7 +387,7 @@ export function errorFromBody(status: number, statusText: string, body: string):
     const detail = problem["detail"];
     return errorFor(status, problem["code"], typeof detail === "string" ? detail : "");
   }
-  return new EventLogError(status, "http_error", body.slice(0, 200) || statusText);
+  return new HttpError(status, HttpError.code, body.slice(0, 200) || statusText);
 }
 
 /** A JSON object (not an array, not null). */

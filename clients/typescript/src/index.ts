@@ -1,6 +1,7 @@
 /**
  * mcp-eventlog: a typed client for the event-log service, and an `EventStore` for the MCP
- * TypeScript SDK that stores a session's SSE events in it and resumes only safely.
+ * TypeScript SDK (1.x and 2.x) that stores a session's SSE events in it and resumes only
+ * safely.
  *
  * `mcp-eventlog/client` is the client alone, without the store (and without the SDK's types).
  *
@@ -25,6 +26,28 @@ export {
 } from "./encoding.js";
 export { type Refusal, refusalMessage, RESUME_REFUSED, ResumeRefused } from "./refusal.js";
 export { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
+export type {
+  EventId,
+  McpEventStore,
+  McpMessage,
+  McpServerEventBus,
+  RequestId,
+  SendEvent,
+  ServerEvent,
+  StreamId,
+} from "./sdk.js";
+export {
+  type BusStats,
+  EventLogServerEventBus,
+  type EventLogServerEventBusOptions,
+} from "./bus.js";
+export {
+  BUS_EVENT_TYPE,
+  BUS_STREAM_PREFIX,
+  busStreamId,
+  decodeServerEvent,
+  encodeServerEvent,
+} from "./bus-convention.js";
 export {
   EventLogEventStore,
   type EventLogEventStoreOptions,

@@ -3,10 +3,10 @@
  *
  * The client reads the service's JSON into these objects (camelCase names for the contract's
  * snake_case fields); they carry only what the contract promises, and a field a newer service
- * adds is ignored. A body that lacks a promised field is an `InvalidResponse`.
+ * adds is ignored. A body that lacks a promised field is a `MalformedResponse`.
  */
 
-import { InvalidResponse, isRecord } from "./errors.js";
+import { isRecord, MalformedResponse } from "./errors.js";
 
 /** The three answers to "may this client resume from this id?". */
 export type Verdict = "resume" | "reset" | "invalid";
@@ -96,7 +96,7 @@ export interface StreamView {
   readonly current: Generation | null;
 }
 
-/** Reads the fields of one JSON object, failing with `InvalidResponse` on a wrong shape. */
+/** Reads the fields of one JSON object, failing with `MalformedResponse` on a wrong shape. */
 class Fields {
   private readonly body: Record<string, unknown>;
 
@@ -148,14 +148,14 @@ class Fields {
     return this.body[name];
   }
 
-  private invalid(problem: string): InvalidResponse {
-    return new InvalidResponse(200, InvalidResponse.code, `the ${this.what} ${problem}`);
+  private invalid(problem: string): MalformedResponse {
+    return new MalformedResponse(200, MalformedResponse.code, `the ${this.what} ${problem}`);
   }
 }
 
 function verdictOf(value: string): Verdict {
   if (value === "resume" || value === "reset" || value === "invalid") return value;
-  throw new InvalidResponse(200, InvalidResponse.code, `unknown verdict "${value}"`);
+  throw new MalformedResponse(200, MalformedResponse.code, `unknown verdict "${value}"`);
 }
 
 /** Read a Generation object of the contract. */
@@ -183,7 +183,11 @@ export function parseAppendResult(body: unknown): AppendResult {
   const f = new Fields(body, "append answer");
   const eventIds = f.list("event_ids").map((id) => {
     if (typeof id !== "string") {
-      throw new InvalidResponse(200, InvalidResponse.code, "the append answer has a bad event id");
+      throw new MalformedResponse(
+        200,
+        MalformedResponse.code,
+        "the append answer has a bad event id",
+      );
     }
     return id;
   });

@@ -3,11 +3,10 @@
  * thrown when no request can be named.
  */
 
-import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
-
 import { Unjoinable } from "./encoding.js";
 import { EventLogError } from "./errors.js";
 import type { Verdict } from "./models.js";
+import type { McpMessage, RequestId } from "./sdk.js";
 
 /** JSON-RPC error code (implementation-defined range) of a refused resume, as in Python. */
 export const RESUME_REFUSED = -32010;
@@ -25,9 +24,10 @@ export interface Refusal {
 }
 
 /**
- * Thrown by `replayEventsAfter` when a refusal has no request to fail (the standalone GET
- * stream, a token of another session, an id the service does not know): the SDK answers the
- * client's GET with HTTP 500 and hands this error to the transport's `onerror`.
+ * A refusal that names no request (the standalone GET stream, a token of another session, an
+ * id the service does not know, a malformed id): the client gets the refusal without an `id`,
+ * and the store hands this error to the attached transport's `onerror`, so the server sees it
+ * where it sees the transport's own errors.
  */
 export class ResumeRefused extends Error {
   constructor(
@@ -59,17 +59,24 @@ export const SHARED_STORE: Refusal = {
   detail: "this store served more than one session, so it can not tell them apart",
 };
 
-/** The JSON-RPC error that fails request `id` because its stream can not be resumed. */
-export function refusalMessage(id: RequestId, refusal: Refusal): JSONRPCMessage {
-  return {
-    jsonrpc: "2.0",
-    id,
-    error: {
-      code: RESUME_REFUSED,
-      message: `cannot resume (${refusal.verdict}: ${refusal.reason}); discard partial output and re-issue`,
-      data: { verdict: refusal.verdict, reason: refusal.reason, detail: refusal.detail },
-    },
+export const MALFORMED: Refusal = {
+  verdict: "invalid",
+  reason: "malformed_id",
+  detail: "the event id is not <token>:<seq>",
+};
+
+/**
+ * The JSON-RPC error that fails request `id` because its stream can not be resumed; with no
+ * `id`, an error without the member (never `"id": null`: the MCP schema allows a missing id,
+ * not a null one, and the 2.x clients drop a message with a null id).
+ */
+export function refusalMessage(id: RequestId | undefined, refusal: Refusal): McpMessage {
+  const error = {
+    code: RESUME_REFUSED,
+    message: `cannot resume (${refusal.verdict}: ${refusal.reason}); discard partial output and re-issue`,
+    data: { verdict: refusal.verdict, reason: refusal.reason, detail: refusal.detail },
   };
+  return id === undefined ? { jsonrpc: "2.0", error } : { jsonrpc: "2.0", id, error };
 }
 
 /** The refusal a failed service call (or an unreadable stored event) amounts to. */

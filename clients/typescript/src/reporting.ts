@@ -1,4 +1,4 @@
-/** What a store reports where its clients can not see: log lines and counts. */
+/** What a store or a bus reports where its clients can not see: log lines and counts. */
 
 /** Where the store reports what clients can not see. `console` by default. */
 export interface StoreLogger {
@@ -26,4 +26,33 @@ export interface StoreStats {
 /** A fresh set of zero counts. */
 export function newStoreStats(): StoreStats {
   return { stored: 0, storeFailures: 0, replays: 0, resumed: 0, replayedMessages: 0, refused: 0 };
+}
+
+/** Logs an outage once, when it starts and when it ends, and hands each failure on. */
+export class Outage {
+  private failures = 0;
+
+  constructor(
+    private readonly logger: StoreLogger,
+    private readonly what: string,
+    private readonly report: (error: Error) => void,
+  ) {}
+
+  failed(error: unknown, consequence: string): void {
+    if (this.failures === 0) {
+      this.logger.warn(`mcp-eventlog: ${this.what} failed (${describe(error)}); ${consequence}`);
+    }
+    this.failures += 1;
+    this.report(error instanceof Error ? error : new Error(String(error)));
+  }
+
+  recovered(): void {
+    if (this.failures === 0) return;
+    this.logger.info(`mcp-eventlog: ${this.what} again, after ${this.failures} failure(s)`);
+    this.failures = 0;
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -1,5 +1,7 @@
 /**
- * `EventLogEventStore`: the MCP TypeScript SDK's `EventStore`, backed by the event-log service.
+ * `EventLogEventStore`: the MCP TypeScript SDK's `EventStore`, backed by the event-log service,
+ * for both SDK generations (`@modelcontextprotocol/sdk` 1.x, `@modelcontextprotocol/server`
+ * 2.x on its legacy, session-based path for the revisions 2025-03-26 … 2025-11-25).
  *
  * One store serves one MCP session, like the transport it is given to (the SDK builds one
  * `StreamableHTTPServerTransport` per session, each with its `eventStore` option):
@@ -12,22 +14,22 @@
  * ```
  */
 
-import type {
-  EventId,
-  EventStore,
-  StreamId,
-} from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
-
 import { BoundedMap } from "./bounded.js";
 import { EventLogClient } from "./client.js";
 import type { ConnectionOptions } from "./connection.js";
 import { encodeMessage, MessageAssembler } from "./encoding.js";
-import { EventLogError, isRecord, Superseded, TerminalGeneration } from "./errors.js";
+import {
+  EventLogError,
+  InvalidResponse,
+  isRecord,
+  Superseded,
+  TerminalGeneration,
+} from "./errors.js";
 import type { GenerationReason, NewEvent, ResumeAnswer } from "./models.js";
 import { StreamNames } from "./names.js";
 import {
   CROSS_SESSION,
+  MALFORMED,
   NOT_STORED,
   type Refusal,
   refusalMessage,
@@ -36,14 +38,16 @@ import {
   SHARED_STORE,
 } from "./refusal.js";
 import { newStoreStats, type StoreLogger, type StoreStats } from "./reporting.js";
+import type { EventId, McpEventStore, McpMessage, RequestId, SendEvent, StreamId } from "./sdk.js";
+import { GET_STREAM, TransportView } from "./transport.js";
 
-/** The SDK's name of the standalone (GET) stream of a session. */
-export const GET_STREAM = "_GET_stream";
+export { GET_STREAM } from "./transport.js";
 
 /** Event ids of messages that went out without being stored start with this. */
 export const UNSTORED_PREFIX = "unstored:";
 
-/** What `getStreamIdForEventId` answers for a well-formed token this store did not open. */
+/** What `getStreamIdForEventId` answers for an id this store did not hand out (so the SDK
+ *  asks `replayEventsAfter`, which refuses it visibly, rather than answering 400 itself). */
 const UNRESOLVED_STREAM = "eventlog:unresolved";
 /** The stream a refused resume's connection is registered under: nothing is ever sent to it. */
 const REFUSED_STREAM_PREFIX = "eventlog:refused:";
@@ -79,7 +83,7 @@ export interface EventLogEventStoreOptions extends ConnectionOptions {
   readonly stats?: StoreStats;
 }
 
-type Send = (eventId: EventId, message: JSONRPCMessage) => Promise<void>;
+type Send = SendEvent;
 
 /** This session's writer state for one SDK stream. */
 class StreamState {
@@ -126,7 +130,7 @@ interface Owner {
  *   transport, or from the stored response), or, when no request can be named, throws
  *   `ResumeRefused` (the SDK answers HTTP 500). Nothing of another session is ever sent.
  */
-export class EventLogEventStore implements EventStore {
+export class EventLogEventStore implements McpEventStore {
   readonly client: EventLogClient;
   /** This session's random key in the service's stream names. */
   readonly scope: string;
@@ -143,8 +147,7 @@ export class EventLogEventStore implements EventStore {
   private readonly pauseAfterFailureMs: number;
   private readonly replayTimeoutMs: number;
   private pausedUntil = 0;
-  private transport: object | undefined;
-  private requestStreams: ReadonlyMap<unknown, unknown> | undefined;
+  private transport: TransportView | undefined;
   private initializations = 0;
 
   constructor(private readonly options: EventLogEventStoreOptions = {}) {
@@ -174,23 +177,17 @@ export class EventLogEventStore implements EventStore {
    * or when this store already serves another transport: one store per session.
    */
   attach<T extends object>(transport: T): T {
-    const inner = field(transport, "_webStandardTransport") ?? transport;
-    if (typeof inner !== "object" || inner === null) throw new TypeError("not an SDK transport");
-    const eventStore = field(inner, "_eventStore");
-    if (eventStore !== undefined && eventStore !== this) {
-      throw new Error("the transport was built with another eventStore than this one");
-    }
-    if (this.transport !== undefined && this.transport !== inner) {
+    const view = TransportView.of(transport, this);
+    if (this.transport !== undefined && this.transport.inner !== view.inner) {
       throw new Error("an EventLogEventStore serves one session: build one store per transport");
     }
-    this.transport = inner;
-    const map = field(inner, "_requestToStreamMapping");
-    if (map instanceof Map) {
-      this.requestStreams = map;
-    } else {
+    this.transport = view;
+    const missing = view.missing();
+    if (missing.length > 0) {
       this.logger.warn(
-        "mcp-eventlog: this SDK's transport has no request-to-stream map; a refused resume " +
-          "can name only requests that were answered",
+        `mcp-eventlog: this SDK's transport has no ${missing.join(" and no ")}; a refused ` +
+          "resume can name only requests that were answered, and a finished stream's resume " +
+          "may stay open",
       );
     }
     return transport;
@@ -198,7 +195,7 @@ export class EventLogEventStore implements EventStore {
 
   /** Append one event to the stream's generation; return its `<token>:<seq>` id. Never throws
    *  for the service's sake: an unstored message gets an `unstored:` id (see the class). */
-  async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+  async storeEvent(streamId: StreamId, message: McpMessage): Promise<EventId> {
     const state = this.state(streamId);
     this.learn(state, message);
     // One append at a time per stream: the local seq counter follows append order.
@@ -210,24 +207,27 @@ export class EventLogEventStore implements EventStore {
     }
   }
 
-  /** The SDK stream an event id belongs to (for the SDK's one-connection-per-stream check);
-   *  undefined for an id that is not `<token>:<seq>` (the SDK answers 400). */
+  /** The SDK stream an event id belongs to (for the SDK's one-connection-per-stream check).
+   *  Never undefined (the SDK would answer 400, which a 2.x client's explicit resumption never
+   *  hears): an id this store did not hand out is refused by `replayEventsAfter` instead. */
   async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
     if (eventId.startsWith(UNSTORED_PREFIX))
       return this.unstored.peek(eventId) ?? UNRESOLVED_STREAM;
     const token = tokenOf(eventId);
-    if (token === undefined) {
-      this.stats.replays += 1;
-      this.stats.refused += 1;
-      this.logger.info(`mcp-eventlog: not resuming ${JSON.stringify(eventId)}: not an event id`);
-      return undefined;
-    }
-    return this.owners.peek(token)?.sdkStream ?? UNRESOLVED_STREAM;
+    const owner = token === undefined ? undefined : this.owners.peek(token);
+    return owner?.sdkStream ?? UNRESOLVED_STREAM;
   }
 
-  /** Send the messages missed after `lastEventId` if, and only if, it may resume. */
+  /** Send the messages missed after `lastEventId` if, and only if, it may resume; the
+   *  connection ends at once when nothing more can come on it (see the class). */
   async replayEventsAfter(lastEventId: EventId, { send }: { send: Send }): Promise<StreamId> {
     this.stats.replays += 1;
+    const streamId = await this.decide(lastEventId, send);
+    this.transport?.endIfFinished(streamId);
+    return streamId;
+  }
+
+  private async decide(lastEventId: EventId, send: Send): Promise<StreamId> {
     if (this.initializations > 1) {
       return this.refuse(lastEventId, undefined, SHARED_STORE, send);
     }
@@ -235,7 +235,8 @@ export class EventLogEventStore implements EventStore {
       return this.refuse(lastEventId, this.unstored.peek(lastEventId), NOT_STORED, send);
     }
     const token = tokenOf(lastEventId);
-    const owner = token === undefined ? undefined : this.owners.get(token);
+    if (token === undefined) return this.refuse(lastEventId, undefined, MALFORMED, send);
+    const owner = this.owners.get(token);
     if (owner?.broken) return this.refuse(lastEventId, owner.sdkStream, NOT_STORED, send);
     // Hold the stream while replaying: a message stored meanwhile waits, and reaches the
     // client live on the resumed connection, which the SDK registers as soon as this returns.
@@ -303,7 +304,7 @@ export class EventLogEventStore implements EventStore {
       lastSeq = event.seq;
       const replayed = assembler.push(event);
       if (replayed === undefined) return;
-      await send(replayed.id, replayed.message as JSONRPCMessage);
+      await send(replayed.id, replayed.message as McpMessage);
       sent += 1;
     };
     try {
@@ -327,7 +328,8 @@ export class EventLogEventStore implements EventStore {
     return sdkStream;
   }
 
-  /** Fail the client's request(s) on `sdkStream` visibly, or throw when there are none. */
+  /** Fail the client's request(s) on `sdkStream` visibly: each with its own id, or, when no
+   *  request can be named, one error without an id (see the class). */
   private async refuse(
     lastEventId: string,
     sdkStream: StreamId | undefined,
@@ -339,16 +341,16 @@ export class EventLogEventStore implements EventStore {
     const requests = sdkStream === undefined ? [] : this.requestsOf(sdkStream);
     if (requests.length === 0) {
       const why =
-        sdkStream === undefined || sdkStream === GET_STREAM || this.requestStreams !== undefined
+        sdkStream === undefined || sdkStream === GET_STREAM || this.transport?.knowsRequests
           ? ""
-          : "; attach the store to its transport (store.attach(transport)) so a refusal can fail the request";
-      this.logger.warn(`mcp-eventlog: ${what}; no request to fail, the GET is answered 500${why}`);
-      throw new ResumeRefused(lastEventId, refusal);
-    }
-    this.logger.info(`mcp-eventlog: ${what}`);
-    for (const id of requests) {
+          : "; attach the store to its transport (store.attach(transport)) so a refusal can name the request";
+      this.logger.warn(`mcp-eventlog: ${what}; no request to name, sent without an id${why}`);
+      this.transport?.report(new ResumeRefused(lastEventId, refusal));
       // No event id: the refusal is not stored and never becomes a Last-Event-ID.
-      await send("", refusalMessage(id, refusal));
+      await send("", refusalMessage(undefined, refusal));
+    } else {
+      this.logger.info(`mcp-eventlog: ${what}`);
+      for (const id of requests) await send("", refusalMessage(id, refusal));
     }
     return REFUSED_STREAM_PREFIX + randomKey();
   }
@@ -356,9 +358,7 @@ export class EventLogEventStore implements EventStore {
   /** The ids of the requests whose answers travel on `sdkStream`. */
   private requestsOf(sdkStream: StreamId): RequestId[] {
     const ids = new Set<RequestId>(this.streams.peek(sdkStream)?.answered ?? []);
-    for (const [id, stream] of this.requestStreams ?? []) {
-      if (stream === sdkStream && (typeof id === "string" || typeof id === "number")) ids.add(id);
-    }
+    for (const id of this.transport?.requestsOn(sdkStream) ?? []) ids.add(id);
     return [...ids];
   }
 
@@ -372,7 +372,7 @@ export class EventLogEventStore implements EventStore {
   }
 
   /** Remember what a message tells: the request it answers; a second session's start. */
-  private learn(state: StreamState, message: JSONRPCMessage): void {
+  private learn(state: StreamState, message: McpMessage): void {
     if (!("id" in message) || !("result" in message || "error" in message)) return;
     const id: unknown = message.id;
     if (typeof id === "string" || typeof id === "number") state.answered.add(id);
@@ -395,7 +395,7 @@ export class EventLogEventStore implements EventStore {
   private async write(
     sdkStream: StreamId,
     state: StreamState,
-    message: JSONRPCMessage,
+    message: McpMessage,
   ): Promise<EventId> {
     let events: NewEvent[];
     try {
@@ -504,8 +504,10 @@ export class EventLogEventStore implements EventStore {
   }
 }
 
-/** Whether a failure to store says the service is down (so stop asking for a moment). */
+/** Whether a failure to store says the service is down or is not the service (so stop
+ *  asking for a moment). */
 function pausesStoring(error: unknown): boolean {
+  if (error instanceof InvalidResponse) return true;
   return !(error instanceof EventLogError) || error.status === 0 || error.status >= 500;
 }
 
@@ -524,10 +526,6 @@ function tokenOf(eventId: string): string | undefined {
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function field(target: object, name: string): unknown {
-  return (target as Record<string, unknown>)[name];
 }
 
 /** 128 random bits, URL-safe, without `.` or `:`. */

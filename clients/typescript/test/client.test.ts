@@ -14,6 +14,7 @@ import {
   Forbidden,
   SeqConflict,
   SeqGap,
+  ServiceRefusal,
   ServiceUnreachable,
   Superseded,
   TerminalGeneration,
@@ -259,9 +260,9 @@ describe("one error class per problem code", () => {
     }
   });
 
-  it("an unknown code maps to the base class, and a non-problem answer keeps its status", async () => {
+  it("an unknown code maps to a bare ServiceRefusal, and a non-problem answer keeps its status", async () => {
     const error = errorFor(409, "brand_new_code", "from a newer service");
-    assert.equal(error.constructor, EventLogError);
+    assert.equal(error.constructor, ServiceRefusal);
     assert.equal(error.code, "brand_new_code");
 
     const proxy = await FaultyProxy.start(service.url);
@@ -273,7 +274,7 @@ describe("one error class per problem code", () => {
         body: '{"code": "brand_new_code", "detail": "new"}',
       });
       const unknown = await rejection(log.stream("x"));
-      assert.equal(unknown.constructor, EventLogError);
+      assert.equal(unknown.constructor, ServiceRefusal);
       assert.deepEqual(
         [unknown.status, unknown.code, unknown.detail],
         [409, "brand_new_code", "new"],

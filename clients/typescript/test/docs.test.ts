@@ -1,7 +1,9 @@
 /**
- * The server example of docs/clients-typescript.md (and the README) runs as written: node
- * runs it from inside this package (so `mcp-eventlog` resolves as an installed package would),
- * against a real service process, and the SDK's client opens a session with it.
+ * The server examples of docs/clients-typescript.md run as written: node runs them from inside
+ * this package (so `mcp-eventlog` resolves as an installed package would), against a real
+ * service process, and SDK clients use them. The SDK 1.x example is the doc's (and the
+ * README's) code block; the SDK 2.x one is `examples/server-v2.mjs`, which the doc shows
+ * whole.
  */
 
 import assert from "node:assert/strict";
@@ -10,7 +12,9 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { connectClient, type TestClient } from "./support/mcp.js";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+
+import { connectClient, type Sdk, type TestClient } from "./support/mcp.js";
 import { freePort, packageRoot, REPO, type Service, startService } from "./support/service.js";
 
 const DOC = join(REPO, "docs", "clients-typescript.md");
@@ -66,8 +70,66 @@ describe("the documented server example", () => {
     server.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
     const url = `http://127.0.0.1:${port}/mcp`;
     const session = await connectWithin(url, 30_000, () => output);
-    assert.ok(session.transport.sessionId !== undefined);
-    await session.client.close();
+    assert.ok(session.sessionId !== undefined);
+    await session.close();
+  });
+});
+
+describe("the documented SDK 2.x example", () => {
+  let service: Service;
+  let server: ChildProcess | undefined;
+  const file = join(packageRoot(), "examples", "server-v2.mjs");
+
+  before(async () => {
+    service = await startService("sqlite");
+  });
+
+  after(async () => {
+    server?.kill();
+    await service.stop();
+  });
+
+  it("is shown whole in the doc", () => {
+    const doc = readFileSync(DOC, "utf8");
+    assert.equal(
+      example(doc, "## SDK 2.x: one server for every revision"),
+      readFileSync(file, "utf8"),
+    );
+  });
+
+  it("serves legacy sessions (both client generations, stored) and 2026-07-28 requests", async () => {
+    const port = await freePort();
+    let output = "";
+    server = spawn(process.execPath, [file], {
+      cwd: packageRoot(),
+      env: { ...process.env, PORT: String(port), EVENTLOG_URL: service.url },
+    });
+    server.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    server.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const url = `http://127.0.0.1:${port}/mcp`;
+    for (const sdk of ["v2", "v1"] as const) {
+      const session = await connectWithin(url, 30_000, () => output, sdk);
+      assert.ok(session.sessionId !== undefined, `${sdk}: a legacy session`);
+      assert.deepEqual(await session.call("report", {}), { kind: "result", text: "3 pages" });
+      assert.deepEqual(session.notes, ["page 1", "page 2", "page 3"]);
+      await session.close();
+    }
+    const streams = await fetch(`${service.url}/admin/v1/streams?prefix=mcp.`);
+    const listed = (await streams.json()) as { streams: unknown[] };
+    assert.ok(listed.streams.length >= 2, `${listed.streams.length} streams stored`);
+
+    const modern = new Client(
+      { name: "modern", version: "1.0.0" },
+      { versionNegotiation: { mode: { pin: "2026-07-28" } } },
+    );
+    await modern.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const result = await modern.callTool({ name: "report", arguments: {} });
+    assert.deepEqual(result.content, [{ type: "text", text: "3 pages" }]);
+    await modern.close();
+    const after = (await (await fetch(`${service.url}/admin/v1/streams?prefix=mcp.`)).json()) as {
+      streams: unknown[];
+    };
+    assert.equal(after.streams.length, listed.streams.length, "a 2026-07-28 call is not stored");
   });
 });
 
@@ -76,11 +138,12 @@ async function connectWithin(
   url: string,
   timeoutMs: number,
   output: () => string,
+  sdk: Sdk = "v1",
 ): Promise<TestClient> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      return await connectClient(url);
+      return await connectClient(url, { sdk });
     } catch (error) {
       if (Date.now() > deadline) {
         throw new Error(

@@ -1,61 +1,91 @@
 /**
- * End to end with the real TypeScript SDK (1.32.2): McpServer + StreamableHTTPServerTransport
- * with one EventLogEventStore per session, SDK clients over HTTP, a real service process on
- * SQLite and on PostgreSQL, and a proxy between the store and the service to take it away.
+ * End to end with the real TypeScript SDKs of both generations, one EventLogEventStore per
+ * session, SDK clients over HTTP, a real service process, and a proxy between the store and
+ * the service to take it away:
+ *
+ * - server 1.x (`McpServer` + `StreamableHTTPServerTransport`) with the 1.x client;
+ * - server 2.x (legacy requests routed to `WebStandardStreamableHTTPServerTransport`) with
+ *   the 2.x client and with the 1.x client;
+ * - server 1.x with the 2.x client;
+ *
+ * every pairing on SQLite, the 1.x and 2.x pairs on PostgreSQL too.
  */
 
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 
-import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-
 import { EventLogClient, RESUME_REFUSED, ResumeRefused, UNSTORED_PREFIX } from "../src/index.js";
-import { connectClient, McpFixture, steps, type TestClient } from "./support/mcp.js";
+import {
+  type CallOutcome,
+  connectClient,
+  McpFixture,
+  type Sdk,
+  steps,
+  type TestClient,
+} from "./support/mcp.js";
 import { FaultyProxy } from "./support/proxy.js";
-import { BACKENDS, postgresSkip, type Service, startService } from "./support/service.js";
+import { type Backend, postgresSkip, type Service, startService } from "./support/service.js";
 import { Gate, timed, waitFor } from "./support/wait.js";
 
-/** Long enough never to be what ends a call in these tests: a refusal must come first. */
-const CALL_TIMEOUT_MS = 60_000;
+interface Pairing {
+  readonly server: Sdk;
+  readonly client: Sdk;
+  readonly backend: Backend;
+}
+
+const PAIRINGS: readonly Pairing[] = [
+  { server: "v1", client: "v1", backend: "sqlite" },
+  { server: "v2", client: "v2", backend: "sqlite" },
+  { server: "v2", client: "v1", backend: "sqlite" },
+  { server: "v1", client: "v2", backend: "sqlite" },
+  { server: "v1", client: "v1", backend: "postgresql" },
+  { server: "v2", client: "v2", backend: "postgresql" },
+];
 
 interface Call {
-  readonly result: Promise<unknown>;
+  readonly outcome: Promise<CallOutcome>;
   readonly tokens: string[];
 }
 
 function callSteps(
   c: TestClient,
   args: { run: string; count: number; pauseAfter?: number; holdResult?: boolean },
-  timeout = CALL_TIMEOUT_MS,
+  options: { timeout?: number; resumptionToken?: string } = {},
 ): Call {
   const tokens: string[] = [];
-  const result = c.client.callTool({ name: "steps", arguments: args }, CallToolResultSchema, {
-    timeout,
+  const outcome = c.call("steps", args, {
+    ...options,
     onresumptiontoken: (token) => tokens.push(token),
   });
-  result.catch(() => undefined); // awaited by the test; never an unhandled rejection meanwhile
-  return { result, tokens };
+  return { outcome, tokens };
 }
 
-function text(result: unknown): string {
-  const parsed = CallToolResultSchema.parse(result);
-  const first = parsed.content[0];
-  return first?.type === "text" ? first.text : "";
+function refusal(outcome: CallOutcome): { verdict: string; reason: string } {
+  assert.equal(outcome.kind, "error", `not refused: ${JSON.stringify(outcome)}`);
+  assert.ok(outcome.kind === "error");
+  assert.equal(outcome.code, RESUME_REFUSED);
+  const data = outcome.data as { verdict: string; reason: string };
+  return { verdict: data.verdict, reason: data.reason };
 }
 
-async function refusalOf(promise: Promise<unknown>): Promise<McpError> {
+/** The whole body of `response` if it ends within `ms`, else undefined. */
+async function bodyWithin(response: Response, ms: number): Promise<string | undefined> {
+  const timer = AbortSignal.timeout(ms);
   try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof McpError, `not an McpError: ${String(error)}`);
-    return error;
+    return await Promise.race([
+      response.text(),
+      new Promise<undefined>((resolve) =>
+        timer.addEventListener("abort", () => resolve(undefined)),
+      ),
+    ]);
+  } finally {
+    await response.body?.cancel().catch(() => undefined);
   }
-  assert.fail("the call was not refused");
 }
 
-for (const backend of BACKENDS) {
+for (const { server, client: clientSdk, backend } of PAIRINGS) {
   describe(
-    `the TypeScript SDK with EventLogEventStore on ${backend}`,
+    `SDK ${server} server, ${clientSdk} client, EventLogEventStore on ${backend}`,
     { skip: backend === "postgresql" ? await postgresSkip() : false },
     () => {
       let service: Service;
@@ -65,7 +95,7 @@ for (const backend of BACKENDS) {
       const clients: TestClient[] = [];
 
       async function client(sessionId?: string): Promise<TestClient> {
-        const c = await connectClient(mcp.url, sessionId);
+        const c = await connectClient(mcp.url, { sdk: clientSdk, sessionId });
         clients.push(c);
         return c;
       }
@@ -77,15 +107,18 @@ for (const backend of BACKENDS) {
       });
 
       beforeEach(async () => {
-        mcp = await McpFixture.start({
-          baseUrl: proxy.url,
-          retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 50 },
-          pauseAfterFailureMs: 200,
-        });
+        mcp = await McpFixture.start(
+          {
+            baseUrl: proxy.url,
+            retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 50 },
+            pauseAfterFailureMs: 200,
+          },
+          server,
+        );
       });
 
       afterEach(async () => {
-        for (const c of clients.splice(0)) await c.client.close();
+        for (const c of clients.splice(0)) await c.close();
         await mcp.close();
       });
 
@@ -107,7 +140,7 @@ for (const backend of BACKENDS) {
         await waitFor(() => mcp.stores[0]?.stats.resumed === 1, "the resume");
         mcp.gate("a:end").open();
 
-        assert.equal(text(await call.result), "a done");
+        assert.deepEqual(await call.outcome, { kind: "result", text: "a done" });
         assert.deepEqual(c.notes, steps("a", 1, 10));
         assert.equal(
           mcp.stores[0]?.stats.replayedMessages,
@@ -125,23 +158,41 @@ for (const backend of BACKENDS) {
         const first = await client();
         const call = callSteps(first, { run: "b", count: 8, pauseAfter: 3, holdResult: true });
         await waitFor(() => first.notes.length === 3, "the first three steps");
-        const sessionId = first.transport.sessionId;
+        const sessionId = first.sessionId;
         const token = call.tokens[call.tokens.length - 1] ?? "";
-        await first.transport.close();
+        await first.closeTransport();
         await waitFor(() => mcp.cutResponses === 1, "the server to see the client go");
         mcp.gate("b:mid").open();
         await waitFor(() => mcp.sent.get("b") === 8, "the tool to send every step");
         mcp.gate("b:end").open();
 
         const second = await client(sessionId);
-        const resumed = second.client.request(
-          { method: "tools/call", params: { name: "steps", arguments: { run: "b", count: 8 } } },
-          CallToolResultSchema,
-          { resumptionToken: token, timeout: CALL_TIMEOUT_MS },
-        );
-        assert.equal(text(await resumed), "b done");
+        const resumed = callSteps(second, { run: "b", count: 8 }, { resumptionToken: token });
+        assert.deepEqual(await resumed.outcome, { kind: "result", text: "b done" });
         assert.deepEqual([...first.notes, ...second.notes], steps("b", 1, 8));
         assert.equal(mcp.sent.get("b"), 8, "the tool ran once");
+      });
+
+      it("a resume from the last event of a finished stream ends at once, with nothing sent", async () => {
+        const c = await client();
+        const call = callSteps(c, { run: "f", count: 2 });
+        assert.deepEqual(await call.outcome, { kind: "result", text: "f done" });
+        const last = call.tokens[call.tokens.length - 1] ?? "";
+        assert.match(last, /^[A-Za-z0-9_-]+:\d+$/);
+
+        const response = await fetch(mcp.url, {
+          headers: {
+            accept: "text/event-stream",
+            "last-event-id": last,
+            "mcp-session-id": c.sessionId ?? "",
+            "mcp-protocol-version": "2025-11-25",
+          },
+        });
+        assert.equal(response.status, 200);
+        const body = await bodyWithin(response, 10_000);
+        assert.notEqual(body, undefined, "the response never ended");
+        assert.doesNotMatch(body ?? "", /^data: \S/m, "something was sent");
+        assert.deepEqual([mcp.stores[0]?.stats.resumed, mcp.stores[0]?.stats.refused], [1, 0]);
       });
 
       it("a superseded token fails the call with -32010 and the request's own id, within seconds", async () => {
@@ -153,51 +204,15 @@ for (const backend of BACKENDS) {
         await log.openGeneration(stream, { reason: "reset" }); // an operator, or a failover
         c.cutter.cut();
 
-        const { ms, error } = await timed(call.result);
-        assert.ok(error instanceof McpError, `not refused: ${String(error)}`);
-        assert.equal(error.code, RESUME_REFUSED);
-        assert.deepEqual(
-          [(error.data as { verdict: string }).verdict, (error.data as { reason: string }).reason],
-          ["reset", "superseded"],
-        );
+        const { ms, value } = await timed(call.outcome);
+        assert.deepEqual(refusal(value ?? { kind: "timeout" }), {
+          verdict: "reset",
+          reason: "superseded",
+        });
         assert.ok(ms < 20_000, `refused after ${ms} ms`);
         assert.deepEqual(c.notes, steps("s", 1, 3), "nothing was spliced in");
         mcp.gate("s:mid").open();
         mcp.gate("s:end").open();
-      });
-
-      it("an explicit resumption of a superseded token: the refusal reaches the new client at once", async () => {
-        const first = await client();
-        const call = callSteps(first, { run: "e", count: 4, pauseAfter: 2, holdResult: true });
-        await waitFor(() => first.notes.length === 2, "the first two steps");
-        const sessionId = first.transport.sessionId;
-        const token = call.tokens[call.tokens.length - 1] ?? "";
-        await log.openGeneration((await log.resume(token)).streamId ?? "", { reason: "reset" });
-        await first.transport.close();
-
-        const second = await client(sessionId);
-        const resumed = second.client.request(
-          { method: "tools/call", params: { name: "steps", arguments: { run: "e", count: 4 } } },
-          CallToolResultSchema,
-          { resumptionToken: token, timeout: 4_000 },
-        );
-        resumed.catch(() => undefined);
-        await waitFor(
-          () =>
-            second.errors.some(
-              (e) =>
-                e.message.includes(`"code":${RESUME_REFUSED}`) &&
-                e.message.includes('"reason":"superseded"'),
-            ),
-          "the refusal to reach the client",
-          10_000,
-        );
-        // The refusal carries the original request's id; SDK 1.32.2 rewrites only *result* ids
-        // to the resuming request's (client/streamableHttp.js), so that request ends at its timeout.
-        assert.equal((await refusalOf(resumed)).code, ErrorCode.RequestTimeout);
-        assert.deepEqual(second.notes, [], "nothing was spliced in");
-        mcp.gate("e:mid").open();
-        mcp.gate("e:end").open();
       });
 
       it("a resume across a message the service could not store is refused, never answered with a gap", async () => {
@@ -213,13 +228,13 @@ for (const backend of BACKENDS) {
         await proxy.up();
         c.cutter.holdResumes.open();
 
-        const error = await refusalOf(call.result);
-        assert.equal(error.code, RESUME_REFUSED);
-        assert.deepEqual(error.data, {
-          verdict: "reset",
-          reason: "not_stored",
-          detail: "a message of this stream after the id could not be stored",
-        });
+        const outcome = await call.outcome;
+        assert.deepEqual(refusal(outcome), { verdict: "reset", reason: "not_stored" });
+        assert.ok(outcome.kind === "error");
+        assert.equal(
+          (outcome.data as { detail: string }).detail,
+          "a message of this stream after the id could not be stored",
+        );
         assert.deepEqual(c.notes, steps("g", 1, 3));
         assert.ok((mcp.stores[0]?.stats.storeFailures ?? 0) >= 3);
         mcp.gate("g:end").open();
@@ -232,7 +247,7 @@ for (const backend of BACKENDS) {
         await proxy.down();
         try {
           mcp.gate("u:mid").open();
-          assert.equal(text(await call.result), "u done");
+          assert.deepEqual(await call.outcome, { kind: "result", text: "u done" });
           assert.deepEqual(c.notes, steps("u", 1, 10));
           const store = mcp.stores[0];
           assert.ok(
@@ -242,7 +257,7 @@ for (const backend of BACKENDS) {
           assert.ok(mcp.logbook.has("warn", /went out unstored/));
 
           const again = callSteps(c, { run: "u2", count: 2 });
-          assert.equal(text(await again.result), "u2 done");
+          assert.deepEqual(await again.outcome, { kind: "result", text: "u2 done" });
           assert.ok(again.tokens.every((t) => t.startsWith(UNSTORED_PREFIX)));
         } finally {
           await proxy.up();
@@ -252,22 +267,28 @@ for (const backend of BACKENDS) {
         for (let i = 0; !stored; i += 1) {
           assert.ok(i < 200, "calls never got stored again");
           const later = callSteps(c, { run: `u-back-${i}`, count: 1 });
-          await later.result;
+          await later.outcome;
           stored =
             later.tokens.length > 0 && later.tokens.every((t) => !t.startsWith(UNSTORED_PREFIX));
         }
         assert.deepEqual(mcp.transportErrors, []);
       });
 
-      it("an id the service does not know is refused: the client hears of it at once, and nothing is sent", async () => {
+      it("a tampered id on the client's own reconnection: refused without an id, heard in onerror", async () => {
         const c = await client();
-        const call = callSteps(c, { run: "x", count: 4, pauseAfter: 2, holdResult: true }, 4_000);
+        const call = callSteps(
+          c,
+          { run: "x", count: 4, pauseAfter: 2, holdResult: true },
+          {
+            timeout: 2_000,
+          },
+        );
         await waitFor(() => c.notes.length === 2, "the first two steps");
         c.cutter.rewrite = () => "AAAAAAAAAAAAAAAAAAAAAA:3";
         c.cutter.cut();
         await waitFor(
           () => mcp.transportErrors.some((e) => e instanceof ResumeRefused),
-          "the refusal",
+          "the refusal, reported to the transport's onerror",
         );
         const refused = mcp.transportErrors.find(
           (e): e is ResumeRefused => e instanceof ResumeRefused,
@@ -277,14 +298,12 @@ for (const backend of BACKENDS) {
           ["invalid", "unknown_generation"],
         );
         await waitFor(
-          () =>
-            c.errors.some((e) =>
-              /Failed to (re)?connect|Failed to open SSE stream/.test(e.message),
-            ),
-          "the client's onerror",
+          () => c.errors.some((e) => e.message.includes(`"code":${RESUME_REFUSED}`)),
+          "the refusal in the client's onerror",
         );
-        // SDK 1.32.2 cannot name a request from an unknown id: the call ends at its own timeout.
-        assert.equal((await refusalOf(call.result)).code, ErrorCode.RequestTimeout);
+        // No client can tie an id-less error to a request on its own reconnection (only an
+        // explicit resumption names the request): the call ends at its own timeout.
+        assert.deepEqual(await call.outcome, { kind: "timeout" });
         assert.deepEqual(c.notes, steps("x", 1, 2));
         mcp.gate("x:mid").open();
         mcp.gate("x:end").open();
@@ -297,29 +316,27 @@ for (const backend of BACKENDS) {
         const token = call.tokens[call.tokens.length - 1] ?? "";
 
         const thief = await client();
-        const stolen = thief.client.request(
-          { method: "tools/call", params: { name: "steps", arguments: { run: "o", count: 4 } } },
-          CallToolResultSchema,
-          { resumptionToken: token, timeout: 4_000 },
+        const stolen = callSteps(
+          thief,
+          { run: "o", count: 4 },
+          {
+            resumptionToken: token,
+            timeout: 2_000,
+          },
         );
-        stolen.catch(() => undefined);
-        await waitFor(
-          () => thief.errors.some((e) => /Failed to open SSE stream/.test(e.message)),
-          "the thief's onerror",
-        );
-        const refused = mcp.transportErrors.find(
-          (e): e is ResumeRefused => e instanceof ResumeRefused,
-        );
-        assert.deepEqual(
-          [refused?.refusal.verdict, refused?.refusal.reason],
-          ["invalid", "cross_session"],
-        );
-        assert.equal((await refusalOf(stolen)).code, ErrorCode.RequestTimeout);
+        const outcome = await stolen.outcome;
+        if (clientSdk === "v2") {
+          assert.deepEqual(refusal(outcome), { verdict: "invalid", reason: "cross_session" });
+        } else {
+          // SDK 1.x keeps the error's id on an explicit resumption: only onerror hears it.
+          assert.deepEqual(outcome, { kind: "timeout" });
+          assert.ok(thief.errors.some((e) => e.message.includes('"reason":"cross_session"')));
+        }
         assert.deepEqual(thief.notes, []);
 
         mcp.gate("o:mid").open();
         mcp.gate("o:end").open();
-        assert.equal(text(await call.result), "o done");
+        assert.deepEqual(await call.outcome, { kind: "result", text: "o done" });
         assert.deepEqual(owner.notes, steps("o", 1, 4));
       });
 
@@ -338,9 +355,9 @@ for (const backend of BACKENDS) {
           mcp.gate(`p${i}:mid`).open();
           mcp.gate(`p${i}:end`).open();
         });
-        const results = await Promise.all(calls.map((call) => call.result));
-        results.forEach((result, i) => {
-          assert.equal(text(result), `p${i} done`);
+        const outcomes = await Promise.all(calls.map((call) => call.outcome));
+        outcomes.forEach((outcome, i) => {
+          assert.deepEqual(outcome, { kind: "result", text: `p${i} done` });
           assert.deepEqual(sessions[i]?.notes, steps(`p${i}`, 1, 8));
         });
         assert.equal(new Set(mcp.stores.map((s) => s.scope)).size, 5);
@@ -348,10 +365,9 @@ for (const backend of BACKENDS) {
 
       it("a tool result of several MiB is stored (in parts) and delivered", async () => {
         const c = await client();
-        const result = await c.client.callTool({ name: "big", arguments: { size: 3 * 1_048_576 } });
-        assert.equal(text(result).length, (3 * 1_048_576) / 2);
-        const store = mcp.stores[0];
-        assert.equal(store?.stats.storeFailures, 0);
+        const outcome = await c.call("big", { size: 3 * 1_048_576 });
+        assert.equal(outcome.kind === "result" ? outcome.text.length : -1, (3 * 1_048_576) / 2);
+        assert.equal(mcp.stores[0]?.stats.storeFailures, 0);
       });
     },
   );

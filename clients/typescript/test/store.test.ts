@@ -43,14 +43,19 @@ function answer(id: number, text = "done"): JSONRPCMessage {
 
 const PRIMING = {} as JSONRPCMessage;
 
-async function refusalOf(promise: Promise<unknown>): Promise<ResumeRefused> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof ResumeRefused, `not a ResumeRefused: ${String(error)}`);
-    return error;
-  }
-  assert.fail("the replay was not refused");
+/** The one refusal a replay sent, which names no request: no `id` member at all. */
+async function anonymousRefusal(
+  replay: (send: (id: string, message: JSONRPCMessage) => Promise<void>) => Promise<string>,
+): Promise<{ verdict: string; reason: string }> {
+  const { sent, send } = recorder();
+  assert.match(await replay(send), /^eventlog:refused:/);
+  assert.equal(sent.length, 1, `sent ${JSON.stringify(sent)}`);
+  const [eventId, message] = sent[0] ?? ["?", PRIMING];
+  assert.equal(eventId, "");
+  assert.ok("error" in message, "not an error");
+  assert.ok(!("id" in message), `an id where none can be named: ${JSON.stringify(message)}`);
+  assert.equal(message.error.code, RESUME_REFUSED);
+  return message.error.data as { verdict: string; reason: string };
 }
 
 for (const backend of BACKENDS) {
@@ -193,35 +198,45 @@ for (const backend of BACKENDS) {
         assert.ok(priming.length > 0);
       });
 
-      it("with no request to fail, a refusal throws: the GET stream, another session's token, an unknown token", async () => {
+      it("with no request to name, a refusal goes without an id (never null) and to the transport's onerror", async () => {
         const s = store();
         const other = store();
+        const reported: Error[] = [];
+        s.attach({
+          _eventStore: s,
+          _requestToStreamMapping: new Map(),
+          _streamMapping: new Map(),
+          onerror: (error: Error) => reported.push(error),
+        });
         const getId = await s.storeEvent(GET_STREAM, note(1));
         await log.openGeneration(`mcp.${s.scope}.${GET_STREAM}`);
-        const superseded = await refusalOf(s.replayEventsAfter(getId, recorder()));
-        assert.deepEqual(
-          [superseded.refusal.verdict, superseded.refusal.reason],
-          ["reset", "superseded"],
-        );
+        const refusals = [await anonymousRefusal((send) => s.replayEventsAfter(getId, { send }))];
 
         const foreign = await other.storeEvent("x", note(1));
         await other.storeEvent("x", answer(1));
-        const { sent, send } = recorder();
-        const cross = await refusalOf(s.replayEventsAfter(foreign, { send }));
-        assert.deepEqual(
-          [cross.refusal.verdict, cross.refusal.reason],
-          ["invalid", "cross_session"],
-        );
-        assert.deepEqual(sent, [], "nothing of another session is sent");
+        refusals.push(await anonymousRefusal((send) => s.replayEventsAfter(foreign, { send })));
+        const unknown = "AAAAAAAAAAAAAAAAAAAAAA:3";
+        refusals.push(await anonymousRefusal((send) => s.replayEventsAfter(unknown, { send })));
+        // The SDK asks replayEventsAfter (rather than answering 400) only for a stream id.
+        assert.equal(typeof (await s.getStreamIdForEventId("not an id")), "string");
+        refusals.push(await anonymousRefusal((send) => s.replayEventsAfter("not an id", { send })));
 
-        const unknown = await refusalOf(
-          s.replayEventsAfter("AAAAAAAAAAAAAAAAAAAAAA:3", recorder()),
+        const expected = [
+          ["reset", "superseded"],
+          ["invalid", "cross_session"],
+          ["invalid", "unknown_generation"],
+          ["invalid", "malformed_id"],
+        ];
+        assert.deepEqual(
+          refusals.map((r) => [r.verdict, r.reason]),
+          expected,
         );
         assert.deepEqual(
-          [unknown.refusal.verdict, unknown.refusal.reason],
-          ["invalid", "unknown_generation"],
+          reported.map((e) =>
+            e instanceof ResumeRefused ? [e.refusal.verdict, e.refusal.reason] : e.message,
+          ),
+          expected,
         );
-        assert.equal(await s.getStreamIdForEventId("not an id"), undefined);
         assert.equal(s.stats.refused, 4);
       });
 
@@ -352,8 +367,8 @@ for (const backend of BACKENDS) {
         const id = await shared.storeEvent("a", init(0));
         await shared.storeEvent("b", init(0));
         assert.ok(logbook.has("error", /second MCP session/));
-        const refused = await refusalOf(shared.replayEventsAfter(id, recorder()));
-        assert.equal(refused.refusal.reason, "shared_store");
+        const refused = await anonymousRefusal((send) => shared.replayEventsAfter(id, { send }));
+        assert.equal(refused.reason, "shared_store");
       });
     },
   );

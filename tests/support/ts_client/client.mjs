@@ -1,5 +1,7 @@
-// The official TypeScript MCP client (@modelcontextprotocol/sdk, pinned in package-lock.json),
-// driven by pytest against a Python MCP server: `node client.mjs <url> <program.json>`.
+// The official TypeScript MCP clients, pinned in package-lock.json, driven by pytest against a
+// Python MCP server: `node client.mjs <sdk> <url> <program.json>`, where <sdk> is `v1`
+// (@modelcontextprotocol/sdk 1.x) or `v2` (@modelcontextprotocol/client 2.x, which negotiates
+// 2025-11-25, the newest revision with sessions and resumption, unless asked otherwise).
 //
 // The program is a JSON list of operations, run in order on one MCP session:
 //   {"op": "call", "arguments": {...}, "timeout_ms": N, "drop_after_tokens": K?}
@@ -7,26 +9,42 @@
 //       first call). The transport reconnects by itself with Last-Event-ID when the server
 //       closes the stream. With `drop_after_tokens`, the client drops the connection once
 //       it holds K resumption tokens (the transport is closed, the session stays).
-//   {"op": "resume", "token": "<id>" | {"call": i, "index": j}, "timeout_ms": N}
+//   {"op": "resume", "token": "<id>" | {"call": i, "index": j} | {"given": true}, "timeout_ms": N}
 //       a new client on the same session resumes with a resumption token: the literal id,
-//       or token j (negative: from the end) of operation i.
+//       token j (negative: from the end) of operation i, or the token the test gave with
+//       its last go-ahead.
 //   {"op": "wait"}
-//       wait for a line on standard input (the test's go-ahead).
+//       wait for a line on standard input (the test's go-ahead: `go` or `go <token>`).
 // Every observation is printed at once as one JSON line: {"op": i, "event": ..., ...}.
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
 
 const input = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
-const [url, programJson] = process.argv.slice(2);
+const [sdk, url, programJson] = process.argv.slice(2);
+
+// The two generations' entry points; `request` sends a tools/call the way each one takes it.
+async function load(generation) {
+  if (generation === 'v1') {
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const { CallToolResultSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    return { Client, StreamableHTTPClientTransport, request: (c, r, o) => c.request(r, CallToolResultSchema, o) };
+  }
+  if (generation === 'v2') {
+    const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
+    return { Client, StreamableHTTPClientTransport, request: (c, r, o) => c.request(r, o) };
+  }
+  throw new Error(`unknown SDK generation ${generation}`);
+}
+const { Client, StreamableHTTPClientTransport, request: send } = await load(sdk);
+
 const program = JSON.parse(programJson);
 const tokens = program.map(() => []);
 const started = Date.now();
 let sessionId;
 let main;
+let given;
 
 function print(op, event, fields = {}) {
   process.stdout.write(JSON.stringify({ op, event, ms: Date.now() - started, ...fields }) + '\n');
@@ -58,7 +76,12 @@ function outcome(op, result) {
 }
 
 function failure(op, error) {
-  print(op, 'error', { code: error?.code ?? null, message: String(error?.message ?? error), data: error?.data ?? null });
+  print(op, 'error', {
+    name: error?.name ?? null,
+    code: error?.code ?? null,
+    message: String(error?.message ?? error),
+    data: error?.data ?? null,
+  });
 }
 
 function options(op, spec, extra = {}) {
@@ -92,20 +115,23 @@ async function call(op, spec) {
     }
   };
   try {
-    outcome(op, await main.client.request(request, CallToolResultSchema, options(op, spec, { onToken })));
+    outcome(op, await send(main.client, request, options(op, spec, { onToken })));
   } catch (error) {
     failure(op, error);
   }
 }
 
 async function resume(op, spec) {
-  const token = typeof spec.token === 'string' ? spec.token : tokens[spec.token.call].at(spec.token.index);
+  const token =
+    typeof spec.token === 'string' ? spec.token
+    : spec.token.given ? given
+    : tokens[spec.token.call].at(spec.token.index);
   const { client, transport } = connect(op, true);
   await client.connect(transport);
   const request = { method: 'tools/call', params: { name: 'progress', arguments: { n: 0 } } };
   print(op, 'resuming', { token });
   try {
-    const result = await client.request(request, CallToolResultSchema, options(op, spec, { options: { resumptionToken: token } }));
+    const result = await send(client, request, options(op, spec, { options: { resumptionToken: token } }));
     outcome(op, result);
   } catch (error) {
     failure(op, error);
@@ -119,7 +145,8 @@ for (const [op, spec] of program.entries()) {
   else if (spec.op === 'resume') await resume(op, spec);
   else if (spec.op === 'wait') {
     print(op, 'waiting');
-    await input.next();
+    const line = (await input.next()).value ?? '';
+    given = line.split(' ')[1] ?? given;
   }
   else throw new Error(`unknown op ${spec.op}`);
 }
@@ -127,5 +154,5 @@ if (main !== undefined) {
   await main.transport.terminateSession().catch(() => {});
   await main.transport.close();
 }
-print(program.length, 'exit');
+print(program.length, 'exit', { sdk });
 process.exit(0);

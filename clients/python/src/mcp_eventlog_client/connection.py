@@ -26,7 +26,14 @@ from typing import Any
 import anyio
 import httpx
 
-from mcp_eventlog_client.errors import EventLogError, ServiceUnreachable, error_from_response
+from mcp_eventlog_client.answers import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    EVENT_STREAM,
+    Answer,
+    expect_media_type,
+    read_capped,
+)
+from mcp_eventlog_client.errors import DeadlineExceeded, EventLogError, ServiceUnreachable
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -72,8 +79,13 @@ class ServiceConnection:
     request, so connections are kept alive across calls; `aclose` closes it (as
     `httpx.AsyncClient` closes its transport). Pass `http` instead to send through your own
     `httpx.AsyncClient` (its `base_url` is used when no `base_url` is
-    given); it is then yours to close. `timeout` bounds each attempt (connect, each read
-    and write, the wait for a pooled connection).
+    given); it is then yours to close (a client of yours that follows redirects is still
+    not followed: a 3xx is `Redirected`, as it is with `transport`).
+
+    `timeout` is one deadline for each whole attempt (the wait for a pooled connection,
+    connect, send, and every read of the answer), not per read. `max_response_bytes` caps
+    the decoded body of an answer and each event of a live read (see
+    `mcp_eventlog_client.answers`).
     """
 
     def __init__(
@@ -85,6 +97,7 @@ class ServiceConnection:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         given_base = str(http.base_url) if http is not None and str(http.base_url) else None
         url = base_url or given_base or os.environ.get("EVENTLOG_URL") or DEFAULT_URL
@@ -93,6 +106,7 @@ class ServiceConnection:
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         self._http = http
         self._transport = None if http is not None else (transport or default_transport())
 
@@ -131,7 +145,7 @@ class ServiceConnection:
     async def _send(self, request: httpx.Request) -> httpx.Response:
         """The response, its body not read yet (a transport error raises httpx's)."""
         if self._http is not None:
-            return await self._http.send(request, stream=True)
+            return await self._http.send(request, stream=True, follow_redirects=False)
         assert self._transport is not None
         return await self._transport.handle_async_request(request)
 
@@ -145,12 +159,14 @@ class ServiceConnection:
         retry: bool,
         attempt_timeout: float | None = None,
     ) -> Any:
-        """Send one request and return its JSON body; raise an `EventLogError` on refusal.
+        """Send one request and return its JSON body; raise an `EventLogError` otherwise.
 
-        With `retry`, a transport error or a 5xx answer is retried under the policy. Only
-        callers whose request is idempotent may pass `retry=True`: the request may have been
-        processed even though no answer arrived. `attempt_timeout` replaces the connection's
-        `timeout` for this request (a long poll waits longer).
+        With `retry`, no answer (`ServiceUnreachable`, `DeadlineExceeded`) or a 5xx answer
+        is retried under the policy. Only callers whose request is idempotent may pass
+        `retry=True`: the request may have been processed even though no answer arrived.
+        `attempt_timeout` replaces the connection's `timeout` for this request (a long
+        poll waits longer). An answer that is not JSON, is over `max_response_bytes` or is
+        a redirect raises its `UntrustedResponse` at once, never retried.
         """
         body = None if json is None else _encode(json)
         attempts = self.retry.attempts if retry else 1
@@ -158,22 +174,37 @@ class ServiceConnection:
             last = attempt + 1 >= attempts
             request = self._request(method, path, body=body, params=params, timeout=attempt_timeout)
             try:
-                response = await self._send(request)
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
-            except httpx.TransportError as error:
+                answer = await self._exchange(request, attempt_timeout)
+            except ServiceUnreachable:
                 if last:
-                    raise _unreachable(error) from error
+                    raise
                 await anyio.sleep(self.retry.delay(attempt))
                 continue
-            if response.is_success:
-                return jsonlib.loads(response.content)
-            if response.status_code < 500 or last:
-                raise error_from_response(response)
-            await anyio.sleep(self.retry.delay(attempt, _retry_after(response)))
+            if answer.status < 300:
+                return answer.json()
+            if answer.status < 500 or last:
+                raise answer.refusal()
+            await anyio.sleep(self.retry.delay(attempt, answer.retry_after()))
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    async def _exchange(self, request: httpx.Request, attempt_timeout: float | None) -> Answer:
+        """One attempt: the whole answer within the deadline, its body read under the cap."""
+        seconds = self.timeout if attempt_timeout is None else attempt_timeout
+        try:
+            # One deadline for the whole attempt: httpx's timeouts are per read, so a
+            # service dripping a byte at a time would otherwise hold the call for ever.
+            with anyio.fail_after(seconds):
+                response = await self._send(request)
+                try:
+                    content = await read_capped(response, self.max_response_bytes)
+                finally:
+                    await response.aclose()
+        except TimeoutError as error:
+            detail = f"no whole answer within {seconds:g} s"
+            raise DeadlineExceeded(0, DeadlineExceeded.code, detail) from error
+        except httpx.TransportError as error:
+            raise _unreachable(error) from error
+        return Answer(response.status_code, response.headers, content)
 
     @asynccontextmanager
     async def stream(
@@ -184,28 +215,47 @@ class ServiceConnection:
         params: dict[str, Any] | None = None,
         attempt_timeout: float | None = None,
     ) -> AsyncIterator[httpx.Response]:
-        """`GET path` answered with a successful streaming response (read it in the block).
+        """`GET path` answered with a successful `text/event-stream` response (read it in
+        the block).
 
         Sent once, never retried here: the caller decides. A refusal raises its
-        `EventLogError` (`retry_after` set from the answer's header); no answer raises
-        `ServiceUnreachable`.
+        `EventLogError` (`retry_after` set from the answer's header); no answer (within
+        `attempt_timeout` for the status line and headers) raises `ServiceUnreachable`;
+        a redirect or another media type raises its `UntrustedResponse`.
         """
         request = self._request(
             "GET", path, params=params, headers=headers, timeout=attempt_timeout
         )
+        seconds = self.timeout if attempt_timeout is None else attempt_timeout
         try:
-            response = await self._send(request)
+            with anyio.fail_after(seconds):
+                response = await self._send(request)
+        except TimeoutError as error:
+            raise DeadlineExceeded(
+                0, DeadlineExceeded.code, f"no answer in {seconds:g} s"
+            ) from error
         except httpx.TransportError as error:
             raise _unreachable(error) from error
         try:
             if not response.is_success:
-                await response.aread()
-                refusal = error_from_response(response)
-                refusal.retry_after = _retry_after(response)
-                raise refusal
+                raise await self._refusal_of(response, seconds)
+            expect_media_type(response.status_code, response.headers, EVENT_STREAM)
             yield response
         finally:
             await response.aclose()
+
+    async def _refusal_of(self, response: httpx.Response, seconds: float) -> EventLogError:
+        """The refusal a streaming request was answered with (its body read under the cap)."""
+        try:
+            with anyio.fail_after(seconds):
+                content = await read_capped(response, self.max_response_bytes)
+        except TimeoutError as error:
+            raise DeadlineExceeded(
+                0, DeadlineExceeded.code, "the refusal did not arrive"
+            ) from error
+        except httpx.TransportError as error:
+            raise _unreachable(error) from error
+        return Answer(response.status_code, response.headers, content).refusal()
 
     async def aclose(self) -> None:
         """Close the transport (not an `http` client given to it: that one is yours)."""
@@ -222,13 +272,3 @@ def _encode(document: Any) -> bytes:
 def _unreachable(error: httpx.TransportError) -> EventLogError:
     detail = str(error) or type(error).__name__
     return ServiceUnreachable(0, ServiceUnreachable.code, detail)
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        return None  # an HTTP date: rare from this service; fall back to the backoff

@@ -1,23 +1,36 @@
-"""One exception class per problem `code` the service answers with.
+"""The client's one error tree: every failure of a call is an `EventLogError`.
 
-Every refusal of the service is an RFC 9457 problem with a stable `code`; programs match on
-the class (or on `.code`), never on the human-readable `.detail`. A code this client does
-not know yet maps to the base class, so a newer service never breaks an older client.
+```
+EventLogError                 status, code, detail (programs match on the class or `.code`)
+├── ServiceRefusal            the service answered a problem (RFC 9457) with a stable `code`:
+│   ├── Superseded, TerminalGeneration, SeqConflict, ... one class per code of
+│   │   tests/fixtures/problem-codes.json (`http_status` is the status it documents)
+│   └── (a code this client does not know yet is a bare `ServiceRefusal`)
+├── HttpError                 a non-2xx answer without a problem body (a proxy's error page)
+├── ServiceUnreachable        no answer: connection refused or broken (status 0)
+│   └── DeadlineExceeded      no whole answer within the attempt's deadline (status 0)
+└── UntrustedResponse         an answer this client will not act on (status: the answer's)
+    ├── Redirected            a 3xx: never followed (the event data would go to another host)
+    ├── UnexpectedContentType not the media type the route answers with (HTML from a proxy)
+    ├── ResponseTooLarge      the decoded body (or one SSE line) is over the client's cap
+    └── MalformedResponse     not JSON, a field missing or of the wrong type, a broken SSE frame
+```
+
+A newer service never breaks an older client: an unknown code maps to `ServiceRefusal`.
+Which codes the service answers with, and their statuses, is one fact kept in
+`tests/fixtures/problem-codes.json`; `tests/client/test_errors.py` checks this table against it.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any
-
-import httpx
+from typing import ClassVar
 
 
 class EventLogError(Exception):
-    """A request the event-log service refused or could not answer.
+    """A request the event-log service refused, or that got no answer this client trusts.
 
-    `status` is the HTTP status (0 when no response arrived), `code` the problem's stable
-    code, `detail` its human-readable explanation.
+    `status` is the HTTP status (0 when no response arrived), `code` the stable code,
+    `detail` a human-readable explanation.
     """
 
     code: str = "error"
@@ -31,223 +44,325 @@ class EventLogError(Exception):
         """Seconds the service asked to wait (`Retry-After`), when it did."""
 
 
-class Superseded(EventLogError):
+class ServiceRefusal(EventLogError):
+    """The service refused the request with a problem `code` (one subclass per code)."""
+
+    code = "refused"
+    http_status: ClassVar[int] = 0
+    """The status the service documents for this code."""
+
+
+class Superseded(ServiceRefusal):
     """409: the generation is no longer its stream's current one; its appends are fenced."""
 
     code = "superseded"
+    http_status = 409
 
 
-class TerminalGeneration(EventLogError):
+class TerminalGeneration(ServiceRefusal):
     """409: the generation is finished; nothing more can be appended to it."""
 
     code = "terminal"
+    http_status = 409
 
 
-class SeqConflict(EventLogError):
+class SeqConflict(ServiceRefusal):
     """409: the batch overlaps stored events with different content (or unverifiable ones)."""
 
     code = "seq_conflict"
+    http_status = 409
 
 
-class SeqGap(EventLogError):
+class SeqGap(ServiceRefusal):
     """409: `first_seq` is beyond `tail_seq + 1`."""
 
     code = "seq_gap"
+    http_status = 409
 
 
-class BeyondTail(EventLogError):
+class BeyondTail(ServiceRefusal):
     """409: a page was asked for after a seq the generation never reached."""
 
     code = "beyond_tail"
+    http_status = 409
 
 
-class MalformedId(EventLogError):
+class MalformedId(ServiceRefusal):
     """400: a live read's claim is not `<token>:<seq>` (its verdict is `invalid`)."""
 
     code = "malformed_id"
+    http_status = 400
 
 
-class CrossStream(EventLogError):
+class CrossStream(ServiceRefusal):
     """409: a live read's claim names a generation of another stream (`invalid`)."""
 
     code = "cross_stream"
+    http_status = 409
 
 
-class AmbiguousStream(EventLogError):
+class AmbiguousStream(ServiceRefusal):
     """409: the request names a stream ambiguously."""
 
     code = "ambiguous_stream"
+    http_status = 409
 
 
-class NotAcceptable(EventLogError):
+class NotAcceptable(ServiceRefusal):
     """406: the request accepts none of the media types the route answers with."""
 
     code = "not_acceptable"
+    http_status = 406
 
 
-class TooManyReaders(EventLogError):
+class TooManyReaders(ServiceRefusal):
     """503: the service process already serves as many live readers as it may."""
 
     code = "too_many_readers"
+    http_status = 503
 
 
-class UnknownGeneration(EventLogError):
+class UnknownGeneration(ServiceRefusal):
     """404: no generation has this token (for this tenant)."""
 
     code = "unknown_generation"
+    http_status = 404
 
 
-class UnknownStream(EventLogError):
+class UnknownStream(ServiceRefusal):
     """404: no stream has this id (for this tenant)."""
 
     code = "unknown_stream"
+    http_status = 404
 
 
-class NotFound(EventLogError):
+class NotFound(ServiceRefusal):
     """404: no such route."""
 
     code = "not_found"
+    http_status = 404
 
 
-class Evicted(EventLogError):
+class Evicted(ServiceRefusal):
     """410: events in the requested range were evicted; the service never skips them."""
 
     code = "evicted"
+    http_status = 410
 
 
-class Expired(EventLogError):
-    """410: the generation's events were purged by its time to live."""
+class Expired(ServiceRefusal):
+    """410: the generation's events were purged by its time to live (409 on an append)."""
 
     code = "expired"
+    http_status = 410
 
 
-class EventTooLarge(EventLogError):
+class EventTooLarge(ServiceRefusal):
     """413: an event's data is over the service's limit."""
 
     code = "event_too_large"
+    http_status = 413
 
 
-class BatchTooLarge(EventLogError):
+class BatchTooLarge(ServiceRefusal):
     """413: a batch holds more events than the service accepts at once."""
 
     code = "batch_too_large"
+    http_status = 413
 
 
-class BodyTooLarge(EventLogError):
+class BodyTooLarge(ServiceRefusal):
     """413: the request body is over the service's limit."""
 
     code = "body_too_large"
+    http_status = 413
 
 
-class BodyTimeout(EventLogError):
+class BodyTimeout(ServiceRefusal):
     """408: the request body arrived too slowly."""
 
     code = "body_timeout"
+    http_status = 408
 
 
-class UnsupportedMediaType(EventLogError):
+class UnsupportedMediaType(ServiceRefusal):
     """415: the body was not declared as JSON."""
 
     code = "unsupported_media_type"
+    http_status = 415
 
 
-class InvalidJson(EventLogError):
+class InvalidJson(ServiceRefusal):
     """422: the body is not valid JSON."""
 
     code = "invalid_json"
+    http_status = 422
 
 
-class ValidationFailed(EventLogError):
+class ValidationFailed(ServiceRefusal):
     """422: the request does not match the schema or breaks a rule of the contract."""
 
     code = "validation_error"
+    http_status = 422
 
 
-class Unauthorized(EventLogError):
+class Unauthorized(ServiceRefusal):
     """401: no key, or a key the service does not know."""
 
     code = "unauthorized"
+    http_status = 401
 
 
-class Forbidden(EventLogError):
+class Forbidden(ServiceRefusal):
     """403: the key's scope does not allow this request."""
 
     code = "forbidden"
+    http_status = 403
 
 
-class DatabaseUnavailable(EventLogError):
+class DatabaseUnavailable(ServiceRefusal):
     """503: the service's database is unreachable or locked; nothing was stored."""
 
     code = "database_unavailable"
+    http_status = 503
 
 
-class StorageFailed(EventLogError):
+class StorageFailed(ServiceRefusal):
     """500: the service's database failed; nothing was stored."""
 
     code = "storage_error"
+    http_status = 500
 
 
-class InternalError(EventLogError):
+class InternalError(ServiceRefusal):
     """500: an unexpected error in the service."""
 
     code = "internal_error"
+    http_status = 500
+
+
+class BadRequest(ServiceRefusal):
+    """400: the request is not well-formed for this route (two `Last-Event-ID` headers, say)."""
+
+    code = "bad_request"
+    http_status = 400
+
+
+class MethodNotAllowed(ServiceRefusal):
+    """405: the route does not answer this HTTP method."""
+
+    code = "method_not_allowed"
+    http_status = 405
+
+
+class HostNotAllowed(ServiceRefusal):
+    """421: the `Host` names no host the service answers as."""
+
+    code = "host_not_allowed"
+    http_status = 421
+
+
+class OriginNotAllowed(ServiceRefusal):
+    """403: a browser page of another origin sent the request."""
+
+    code = "origin_not_allowed"
+    http_status = 403
+
+
+class Overloaded(ServiceRefusal):
+    """503: the service process holds as many request bodies as it may; retry later."""
+
+    code = "overloaded"
+    http_status = 503
+
+
+class SchemaNotCurrent(ServiceRefusal):
+    """503: (`/readyz`) the database schema is not at the newest migration."""
+
+    code = "schema_not_current"
+    http_status = 503
+
+
+class BackgroundTaskDown(ServiceRefusal):
+    """503: (`/readyz`) a background task of the service is not running."""
+
+    code = "background_task_down"
+    http_status = 503
+
+
+class HttpError(EventLogError):
+    """A non-2xx answer without a problem body (a proxy's or a load balancer's page)."""
+
+    code = "http_error"
 
 
 class ServiceUnreachable(EventLogError):
     """No response arrived (connection refused, timeout, broken connection), after retries.
 
-    `status` is 0; the underlying httpx error is the exception's `__cause__`.
+    `status` is 0; the underlying error is the exception's `__cause__`.
     """
 
     code = "unreachable"
 
 
-_BY_CODE: dict[str, type[EventLogError]] = {
-    cls.code: cls
-    for cls in (
-        Superseded,
-        TerminalGeneration,
-        SeqConflict,
-        SeqGap,
-        BeyondTail,
-        MalformedId,
-        CrossStream,
-        AmbiguousStream,
-        NotAcceptable,
-        TooManyReaders,
-        UnknownGeneration,
-        UnknownStream,
-        NotFound,
-        Evicted,
-        Expired,
-        EventTooLarge,
-        BatchTooLarge,
-        BodyTooLarge,
-        BodyTimeout,
-        UnsupportedMediaType,
-        InvalidJson,
-        ValidationFailed,
-        Unauthorized,
-        Forbidden,
-        DatabaseUnavailable,
-        StorageFailed,
-        InternalError,
-    )
-}
+class DeadlineExceeded(ServiceUnreachable):
+    """The answer did not arrive whole within the attempt's deadline (a service that drips).
+
+    The deadline is for the whole attempt (connect, send, every read of the body), not per
+    read: a service sending one byte a second cannot hold a call for longer.
+    """
+
+    code = "timeout"
+
+
+class UntrustedResponse(EventLogError):
+    """An answer this client will not act on; `status` is the answer's HTTP status."""
+
+    code = "bad_response"
+
+
+class Redirected(UntrustedResponse):
+    """The service answered a redirect: never followed, the request's data stays here."""
+
+    code = "redirected"
+
+
+class UnexpectedContentType(UntrustedResponse):
+    """The answer is not of the media type the route answers with (HTML from a captive
+    proxy, a mistyped `EVENTLOG_URL`)."""
+
+    code = "unexpected_content_type"
+
+
+class ResponseTooLarge(UntrustedResponse):
+    """The decoded answer (a gzip bomb is cut too) or one SSE line is over the client's cap."""
+
+    code = "response_too_large"
+
+
+class MalformedResponse(UntrustedResponse):
+    """The answer is not what the contract says: not JSON, a field missing or of the wrong
+    type, a broken SSE frame."""
+
+    code = "malformed_response"
+
+
+def _refusals(root: type[ServiceRefusal]) -> dict[str, type[ServiceRefusal]]:
+    table: dict[str, type[ServiceRefusal]] = {}
+    for cls in root.__subclasses__():
+        table[cls.code] = cls
+        table.update(_refusals(cls))
+    return table
+
+
+_BY_CODE: dict[str, type[ServiceRefusal]] = _refusals(ServiceRefusal)
+
+
+def refusal_classes() -> dict[str, type[ServiceRefusal]]:
+    """Every problem code this client knows, with its class."""
+    return dict(_BY_CODE)
 
 
 def error_for(status: int, code: str, detail: str) -> EventLogError:
-    """The exception for a problem `code`; the base class for a code this client lacks."""
-    return _BY_CODE.get(code, EventLogError)(status, code, detail)
-
-
-def error_from_response(response: httpx.Response) -> EventLogError:
-    """Read a refused response: a problem body when there is one, else its bare status."""
-    body: Any = None
-    with contextlib.suppress(ValueError):
-        body = response.json()
-    if isinstance(body, dict) and isinstance(body.get("code"), str):
-        detail = body.get("detail")
-        return error_for(response.status_code, body["code"], str(detail or ""))
-    text = response.text[:200] or response.reason_phrase
-    return EventLogError(response.status_code, "http_error", text)
+    """The exception for a problem `code`; `ServiceRefusal` for a code this client lacks."""
+    return _BY_CODE.get(code, ServiceRefusal)(status, code, detail)

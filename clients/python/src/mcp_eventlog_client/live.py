@@ -12,16 +12,21 @@ The service ends a connection after `EVENTLOG_LIVE_MAX_SECONDS` ("SSE polling");
 follower then reconnects with its last id after the `retry:` the service asked for, and
 goes on exactly where it was. A dropped or silent connection (nothing, not even a
 keep-alive, for `idle_timeout` seconds) is reconnected with backoff. Events are parsed by
-`httpx-sse`, a real SSE parser.
+`httpx-sse`, a real SSE parser, fed at most `max_response_bytes` characters between two
+events (an endless line is cut there, `ResponseTooLarge`); a frame that is not what the
+contract sends (an id that is not `<token>:<seq>`, a control event whose data is not its
+JSON) is a `MalformedResponse`. Both end the iteration: a service that sends them is not
+one to reconnect to.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import anyio
@@ -29,7 +34,12 @@ import httpx
 from httpx_sse import EventSource, ServerSentEvent
 
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
-from mcp_eventlog_client.errors import EventLogError, ServiceUnreachable
+from mcp_eventlog_client.errors import (
+    EventLogError,
+    MalformedResponse,
+    ResponseTooLarge,
+    ServiceUnreachable,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,16 +90,59 @@ def _is_control(sse: ServerSentEvent, previous_id: str) -> bool:
     return sse.event in CONTROL_EVENTS and sse.id == previous_id
 
 
+_EVENT_ID = re.compile(r"([A-Za-z0-9_-]+):(0|[1-9][0-9]{0,17})")
+
+
+def _malformed(sse: ServerSentEvent, why: str) -> MalformedResponse:
+    detail = f"a live frame (event {sse.event!r}, id {sse.id[:80]!r}) {why}"
+    return MalformedResponse(200, MalformedResponse.code, detail)
+
+
 def _live_event(sse: ServerSentEvent) -> LiveEvent:
-    token, _, seq = sse.id.rpartition(":")
-    return LiveEvent(id=sse.id, generation=token, seq=int(seq), event=sse.event, data=sse.data)
+    parts = _EVENT_ID.fullmatch(sse.id)
+    if parts is None:
+        raise _malformed(sse, "has no <token>:<seq> id")
+    token, seq = parts.group(1), int(parts.group(2))
+    return LiveEvent(id=sse.id, generation=token, seq=seq, event=sse.event, data=sse.data)
 
 
 def _control(sse: ServerSentEvent) -> LiveReset | LiveEnd:
-    body: dict[str, Any] = json.loads(sse.data)
-    if sse.event == "end":
-        return LiveEnd(generation=body["generation"], terminal_seq=body["terminal_seq"])
-    return LiveReset(reason=body["reason"], generation=body.get("generation"))
+    try:
+        body: Any = json.loads(sse.data)
+        if sse.event == "end":
+            generation, terminal_seq = body["generation"], body["terminal_seq"]
+            if isinstance(generation, str) and type(terminal_seq) is int:
+                return LiveEnd(generation=generation, terminal_seq=terminal_seq)
+        else:
+            reason, generation = body["reason"], body.get("generation")
+            if isinstance(reason, str) and isinstance(generation, str | None):
+                return LiveReset(reason=reason, generation=generation)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    raise _malformed(sse, "is not the control event's JSON")
+
+
+class _CappedText:
+    """A live response as `EventSource` reads it, with at most `cap` characters between
+    two events: the SSE parser buffers a line (and an event) until it ends, so a service
+    that never ends one would otherwise grow it without bound."""
+
+    def __init__(self, response: httpx.Response, cap: int) -> None:
+        self.headers = response.headers
+        self._response = response
+        self._cap = cap
+        self.since_event = 0
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        try:
+            async for text in self._response.aiter_text():
+                self.since_event += len(text)
+                if self.since_event > self._cap:
+                    detail = f"no SSE event ended within {self._cap} characters"
+                    raise ResponseTooLarge(200, ResponseTooLarge.code, detail)
+                yield text
+        except httpx.DecodingError as error:
+            raise MalformedResponse(200, MalformedResponse.code, str(error)) from error
 
 
 @dataclass(slots=True)
@@ -161,8 +214,11 @@ class Follower:
             self._path, headers=headers, attempt_timeout=self._idle_timeout
         ) as response:
             previous_id = ""
-            async with aclosing(EventSource(response).aiter_sse()) as events:
+            text = _CappedText(response, self._connection.max_response_bytes)
+            source = EventSource(cast(httpx.Response, text))
+            async with aclosing(source.aiter_sse()) as events:
                 async for sse in events:
+                    text.since_event = 0
                     if sse.retry is not None:
                         position.retry_ms = sse.retry
                     if _is_control(sse, previous_id):

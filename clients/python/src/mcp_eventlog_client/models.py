@@ -1,16 +1,69 @@
 """What the writer API answers, as typed, immutable values.
 
 The client reads the service's JSON into these frozen dataclasses; they carry only what the
-contract promises (unknown fields a newer service adds are ignored).
+contract promises (unknown fields a newer service adds are ignored). `read_answer` is the
+one way in: a field missing or of the wrong type is a `MalformedResponse`, never a
+`KeyError` or a `TypeError` out of the client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from mcp_eventlog_client.errors import MalformedResponse
 from mcp_eventlog_client.verdict import Verdict
+
+T = TypeVar("T")
+
+
+def read_answer(reader: Callable[[dict[str, Any]], T], body: Any) -> T:
+    """`reader(body)` for a JSON object of the contract; `MalformedResponse` for anything else."""
+    try:
+        if not isinstance(body, dict):
+            raise TypeError(f"a JSON object was expected, not {type(body).__name__}")
+        return reader(body)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        detail = f"the answer does not fit the contract: {type(error).__name__}: {error}"
+        raise MalformedResponse(200, MalformedResponse.code, detail) from error
+
+
+def _of(body: dict[str, Any], name: str, *kinds: type) -> Any:
+    value = body.get(name) if type(None) in kinds else body[name]
+    if not isinstance(value, kinds):
+        raise TypeError(f"{name!r} is {type(value).__name__}")
+    return value
+
+
+def _str(body: dict[str, Any], name: str) -> str:
+    value: str = _of(body, name, str)
+    return value
+
+
+def _int(body: dict[str, Any], name: str) -> int:
+    value: int = _of(body, name, int)
+    return value
+
+
+def _bool(body: dict[str, Any], name: str) -> bool:
+    value: bool = _of(body, name, bool)
+    return value
+
+
+def _opt_str(body: dict[str, Any], name: str) -> str | None:
+    value: str | None = _of(body, name, str, type(None))
+    return value
+
+
+def _opt_int(body: dict[str, Any], name: str) -> int | None:
+    value: int | None = _of(body, name, int, type(None))
+    return value
+
+
+def _time(body: dict[str, Any], name: str) -> datetime:
+    return datetime.fromisoformat(_str(body, name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,19 +100,19 @@ class Generation:
     def from_json(cls, body: dict[str, Any]) -> Generation:
         """Read a Generation object of the contract."""
         return cls(
-            stream_id=body["stream_id"],
-            token=body["generation"],
-            epoch=body["epoch"],
-            reason=body["reason"],
-            producer=body.get("producer"),
-            head_seq=body["head_seq"],
-            tail_seq=body["tail_seq"],
-            terminal=body["terminal"],
-            terminal_seq=body.get("terminal_seq"),
-            superseded=body.get("superseded", False),
-            expired=body.get("expired", False),
-            created_at=datetime.fromisoformat(body["created_at"]),
-            supersedes=body.get("supersedes"),
+            stream_id=_str(body, "stream_id"),
+            token=_str(body, "generation"),
+            epoch=_int(body, "epoch"),
+            reason=_str(body, "reason"),
+            producer=_opt_str(body, "producer"),
+            head_seq=_int(body, "head_seq"),
+            tail_seq=_int(body, "tail_seq"),
+            terminal=_bool(body, "terminal"),
+            terminal_seq=_opt_int(body, "terminal_seq"),
+            superseded=bool(_of(body, "superseded", bool, type(None))),
+            expired=bool(_of(body, "expired", bool, type(None))),
+            created_at=_time(body, "created_at"),
+            supersedes=_opt_str(body, "supersedes"),
         )
 
 
@@ -78,12 +131,12 @@ class AppendResult:
     def from_json(cls, body: dict[str, Any]) -> AppendResult:
         """Read an append response."""
         return cls(
-            generation=body["generation"],
-            event_ids=tuple(body["event_ids"]),
-            head_seq=body["head_seq"],
-            tail_seq=body["tail_seq"],
-            terminal=body["terminal"],
-            duplicate=body["duplicate"],
+            generation=_str(body, "generation"),
+            event_ids=tuple(_str({"id": i}, "id") for i in _of(body, "event_ids", list)),
+            head_seq=_int(body, "head_seq"),
+            tail_seq=_int(body, "tail_seq"),
+            terminal=_bool(body, "terminal"),
+            duplicate=_bool(body, "duplicate"),
         )
 
 
@@ -101,16 +154,16 @@ class StoredEvent:
     def from_json(cls, body: dict[str, Any]) -> StoredEvent:
         """Read one event of a page or a resume answer."""
         return cls(
-            id=body["id"],
-            seq=body["seq"],
-            event=body.get("event"),
-            data=body["data"],
-            terminal=body["terminal"],
+            id=_str(body, "id"),
+            seq=_int(body, "seq"),
+            event=_opt_str(body, "event"),
+            data=_str(body, "data"),
+            terminal=_bool(body, "terminal"),
         )
 
 
 def _events(body: dict[str, Any]) -> tuple[StoredEvent, ...]:
-    return tuple(StoredEvent.from_json(e) for e in body["events"])
+    return tuple(StoredEvent.from_json(e) for e in _of(body, "events", list))
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,18 +191,18 @@ class ResumeAnswer:
     def from_json(cls, body: dict[str, Any]) -> ResumeAnswer:
         """Read a resume response."""
         return cls(
-            verdict=Verdict(body["verdict"]),
-            reason=body["reason"],
-            detail=body["detail"],
-            stream_id=body.get("stream_id"),
-            last_event_id=body["last_event_id"],
-            generation=body.get("generation"),
-            discard_client_state=body["discard_client_state"],
+            verdict=Verdict(_str(body, "verdict")),
+            reason=_str(body, "reason"),
+            detail=_str(body, "detail"),
+            stream_id=_opt_str(body, "stream_id"),
+            last_event_id=_str(body, "last_event_id"),
+            generation=_opt_str(body, "generation"),
+            discard_client_state=_bool(body, "discard_client_state"),
             events=_events(body),
-            next_after=body.get("next_after"),
-            terminal=body["terminal"],
-            head_seq=body.get("head_seq"),
-            tail_seq=body.get("tail_seq"),
+            next_after=_opt_int(body, "next_after"),
+            terminal=_bool(body, "terminal"),
+            head_seq=_opt_int(body, "head_seq"),
+            tail_seq=_opt_int(body, "tail_seq"),
         )
 
 
@@ -172,13 +225,13 @@ class EventPage:
     def from_json(cls, body: dict[str, Any]) -> EventPage:
         """Read a page response."""
         return cls(
-            generation=body["generation"],
+            generation=_str(body, "generation"),
             events=_events(body),
-            next_after=body.get("next_after"),
-            head_seq=body["head_seq"],
-            tail_seq=body["tail_seq"],
-            terminal=body["terminal"],
-            superseded=body.get("superseded", False),
+            next_after=_opt_int(body, "next_after"),
+            head_seq=_int(body, "head_seq"),
+            tail_seq=_int(body, "tail_seq"),
+            terminal=_bool(body, "terminal"),
+            superseded=bool(_of(body, "superseded", bool, type(None))),
         )
 
 
@@ -195,11 +248,11 @@ class StreamView:
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> StreamView:
         """Read a stream response."""
-        current = body.get("current")
+        current = _of(body, "current", dict, type(None))
         return cls(
-            stream_id=body["stream_id"],
-            created_at=datetime.fromisoformat(body["created_at"]),
-            updated_at=datetime.fromisoformat(body["updated_at"]),
-            generations=body["generations"],
+            stream_id=_str(body, "stream_id"),
+            created_at=_time(body, "created_at"),
+            updated_at=_time(body, "updated_at"),
+            generations=_int(body, "generations"),
             current=None if current is None else Generation.from_json(current),
         )

@@ -19,6 +19,7 @@ from mcp_eventlog_client.models import (
     ResumeAnswer,
     StoredEvent,
     StreamView,
+    read_answer,
 )
 
 GenerationReason = Literal["initial", "failover", "retry", "reset"]
@@ -94,7 +95,7 @@ class EventLogClient:
         answer = await self.connection.request(
             "POST", f"/v1/streams/{_segment(stream_id)}/generations", json=body, retry=False
         )
-        return Generation.from_json(answer)
+        return read_answer(Generation.from_json, answer)
 
     async def append(
         self,
@@ -116,7 +117,7 @@ class EventLogClient:
             json=body,
             retry=first_seq is not None,
         )
-        return AppendResult.from_json(answer)
+        return read_answer(AppendResult.from_json, answer)
 
     async def resume(
         self, last_event_id: str, *, stream_id: str | None = None, limit: int | None = None
@@ -127,7 +128,7 @@ class EventLogClient:
             body["limit"] = limit
         path = "/v1/resume" if stream_id is None else f"/v1/streams/{_segment(stream_id)}/resume"
         answer = await self.connection.request("POST", path, json=body, retry=True)
-        return ResumeAnswer.from_json(answer)
+        return read_answer(ResumeAnswer.from_json, answer)
 
     async def page(
         self,
@@ -155,7 +156,7 @@ class EventLogClient:
             retry=True,
             attempt_timeout=None if wait is None else self.connection.timeout + wait,
         )
-        return EventPage.from_json(answer)
+        return read_answer(EventPage.from_json, answer)
 
     def follow(
         self,
@@ -207,4 +208,4 @@ class EventLogClient:
         answer = await self.connection.request(
             "GET", f"/v1/streams/{_segment(stream_id)}", retry=True
         )
-        return StreamView.from_json(answer)
+        return read_answer(StreamView.from_json, answer)

@@ -1,17 +1,44 @@
 /**
- * A real MCP server (the TypeScript SDK's McpServer + StreamableHTTPServerTransport, one
- * `EventLogEventStore` per session, wired as the docs say) and SDK clients whose connections
- * a test can cut, hold back or tamper with.
+ * Real MCP servers and clients of both TypeScript SDK generations, wired as the docs say:
+ *
+ * - server `v1`: `@modelcontextprotocol/sdk` 1.x, `McpServer` + `StreamableHTTPServerTransport`;
+ * - server `v2`: `@modelcontextprotocol/server` 2.x, a strict 2026-07-28 handler
+ *   (`createMcpHandler(..., { legacy: "reject" })`) with legacy requests (`isLegacyRequest`)
+ *   routed to a sessionful `WebStandardStreamableHTTPServerTransport`, served on `node:http`
+ *   through `@hono/node-server`'s `getRequestListener` (not `@modelcontextprotocol/node`'s
+ *   `toNodeHandler`, which notices a client gone only at the next chunk: see
+ *   docs/clients-typescript.md);
+ *
+ * each with one `EventLogEventStore` per session; and clients of either generation
+ * (`@modelcontextprotocol/sdk` 1.x, `@modelcontextprotocol/client` 2.x, which negotiates a
+ * 2025 revision by default) whose connections a test can cut, hold back or tamper with.
  */
 
 import { randomUUID } from "node:crypto";
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import {
+  Client as ClientV2,
+  ProtocolError,
+  SdkError,
+  StreamableHTTPClientTransport as ClientTransportV2,
+} from "@modelcontextprotocol/client";
+import { getRequestListener } from "@hono/node-server";
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport as ClientTransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpServer as McpServerV1 } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolResultSchema,
+  LoggingMessageNotificationSchema,
+  McpError,
+} from "@modelcontextprotocol/sdk/types.js";
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  McpServer as McpServerV2,
+  WebStandardStreamableHTTPServerTransport,
+} from "@modelcontextprotocol/server";
 import { z } from "zod";
 
 import {
@@ -20,6 +47,9 @@ import {
   type StoreLogger,
 } from "../../src/index.js";
 import { Gate } from "./wait.js";
+
+/** An SDK generation. */
+export type Sdk = "v1" | "v2";
 
 /** Collects what the stores log, by level. */
 export class Logbook implements StoreLogger {
@@ -38,6 +68,20 @@ export class Logbook implements StoreLogger {
   }
 }
 
+interface StepsArgs {
+  run: string;
+  count: number;
+  pauseAfter?: number | undefined;
+  holdResult?: boolean | undefined;
+}
+
+type Notify = (data: string) => Promise<void>;
+
+/** A session's transport: `handleRequest` differs between the generations, `close` does not. */
+interface SessionTransport {
+  close(): Promise<void>;
+}
+
 /**
  * The MCP server. Tool `steps` sends `count` log notifications `<run> step <i>` on its
  * request's stream; with `pauseAfter` it waits for the gate `<run>:mid` after that many, and
@@ -52,22 +96,32 @@ export class McpFixture {
   readonly sent = new Map<string, number>();
   /** POST responses that closed before they were finished (the client went away). */
   cutResponses = 0;
-  private readonly transports = new Map<string, StreamableHTTPServerTransport>();
+  private readonly transports = new Map<string, SessionTransport>();
   private readonly gates = new Map<string, Gate>();
 
   private constructor(
     private readonly server: Server,
     readonly url: string,
+    readonly sdk: Sdk,
   ) {}
 
-  static async start(storeOptions: EventLogEventStoreOptions): Promise<McpFixture> {
+  static async start(
+    storeOptions: EventLogEventStoreOptions,
+    sdk: Sdk = "v1",
+  ): Promise<McpFixture> {
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
     const address = server.address();
     const port = typeof address === "object" && address !== null ? address.port : 0;
-    const fixture = new McpFixture(server, `http://127.0.0.1:${port}/mcp`);
-    server.on("request", (req, res) => {
-      fixture.serve(storeOptions, req, res).catch((error: unknown) => {
+    const fixture = new McpFixture(server, `http://127.0.0.1:${port}/mcp`, sdk);
+    const serve = sdk === "v1" ? fixture.serverV1(storeOptions) : fixture.serverV2(storeOptions);
+    server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+      if (req.method === "POST") {
+        res.on("close", () => {
+          if (!res.writableEnded) fixture.cutResponses += 1;
+        });
+      }
+      serve(req, res).catch((error: unknown) => {
         fixture.transportErrors.push(error instanceof Error ? error : new Error(String(error)));
         if (!res.headersSent) res.writeHead(500).end();
       });
@@ -90,90 +144,143 @@ export class McpFixture {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
-  private async serve(
+  private store(options: EventLogEventStoreOptions): EventLogEventStore {
+    const store = new EventLogEventStore({ logger: this.logbook, ...options });
+    this.stores.push(store);
+    return store;
+  }
+
+  /** SDK 1.x: one `StreamableHTTPServerTransport` and one store per session. */
+  private serverV1(
     storeOptions: EventLogEventStoreOptions,
-    req: import("node:http").IncomingMessage,
-    res: import("node:http").ServerResponse,
-  ): Promise<void> {
-    const sessionId = req.headers["mcp-session-id"];
-    let transport = typeof sessionId === "string" ? this.transports.get(sessionId) : undefined;
-    if (transport === undefined) {
-      if (sessionId !== undefined) {
+  ): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+    return async (req, res) => {
+      const sessionId = req.headers["mcp-session-id"];
+      let transport = typeof sessionId === "string" ? this.transports.get(sessionId) : undefined;
+      if (transport === undefined && sessionId !== undefined) {
         res.writeHead(404).end();
         return;
       }
-      transport = await this.newSession(storeOptions);
-    }
-    if (req.method === "POST") {
-      res.on("close", () => {
-        if (!res.writableEnded) this.cutResponses += 1;
-      });
-    }
-    await transport.handleRequest(req, res);
+      if (transport === undefined) {
+        const store = this.store(storeOptions);
+        const created: StreamableHTTPServerTransport = store.attach(
+          new StreamableHTTPServerTransport({
+            sessionIdGenerator: randomUUID,
+            eventStore: store,
+            retryInterval: 100,
+            onsessioninitialized: (id) => {
+              this.transports.set(id, created);
+            },
+          }),
+        );
+        created.onerror = (error) => this.transportErrors.push(error);
+        await this.mcpServerV1().connect(created);
+        transport = created;
+      }
+      await (transport as StreamableHTTPServerTransport).handleRequest(req, res);
+    };
   }
 
-  /** One session: its own store, attached to its own transport (the documented wiring). */
-  private async newSession(
+  /** SDK 2.x: legacy requests to a sessionful web-standard transport, the rest modern. */
+  private serverV2(
     storeOptions: EventLogEventStoreOptions,
-  ): Promise<StreamableHTTPServerTransport> {
-    const store = new EventLogEventStore({ logger: this.logbook, ...storeOptions });
-    this.stores.push(store);
-    const transport: StreamableHTTPServerTransport = store.attach(
-      new StreamableHTTPServerTransport({
-        sessionIdGenerator: randomUUID,
-        eventStore: store,
-        retryInterval: 100,
-        onsessioninitialized: (id) => {
-          this.transports.set(id, transport);
-        },
-      }),
-    );
-    transport.onerror = (error) => this.transportErrors.push(error);
-    await this.mcpServer().connect(transport);
-    return transport;
+  ): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+    const modern = createMcpHandler(() => this.mcpServerV2(), { legacy: "reject" });
+    const legacy = async (request: Request): Promise<Response> => {
+      const sessionId = request.headers.get("mcp-session-id");
+      let transport = sessionId === null ? undefined : this.transports.get(sessionId);
+      if (transport === undefined && sessionId !== null) return new Response(null, { status: 404 });
+      if (transport === undefined) {
+        const store = this.store(storeOptions);
+        const created: WebStandardStreamableHTTPServerTransport = store.attach(
+          new WebStandardStreamableHTTPServerTransport({
+            sessionIdGenerator: randomUUID,
+            eventStore: store,
+            retryInterval: 100,
+            onsessioninitialized: (id) => {
+              this.transports.set(id, created);
+            },
+          }),
+        );
+        created.onerror = (error) => this.transportErrors.push(error);
+        await this.mcpServerV2().connect(created);
+        transport = created;
+      }
+      return (transport as WebStandardStreamableHTTPServerTransport).handleRequest(request);
+    };
+    const fetch = async (request: Request): Promise<Response> =>
+      (await isLegacyRequest(request)) ? legacy(request) : modern.fetch(request);
+    const listener = getRequestListener(fetch);
+    return async (req, res) => listener(req, res);
   }
 
-  private mcpServer(): McpServer {
-    const server = new McpServer(
+  private async steps({ run, count, pauseAfter, holdResult }: StepsArgs, notify: Notify) {
+    for (let i = 1; i <= count; i += 1) {
+      if (pauseAfter !== undefined && i === pauseAfter + 1) await this.gate(`${run}:mid`).opened;
+      await notify(`${run} step ${i}`);
+      this.sent.set(run, i);
+    }
+    if (holdResult) await this.gate(`${run}:end`).opened;
+    return { content: [{ type: "text" as const, text: `${run} done` }] };
+  }
+
+  private static big(size: number) {
+    return { content: [{ type: "text" as const, text: "é".repeat(Math.floor(size / 2)) }] };
+  }
+
+  private mcpServerV1(): McpServerV1 {
+    const server = new McpServerV1(
       { name: "eventlog-fixture", version: "1.0.0" },
       { capabilities: { logging: {} } },
     );
-    server.registerTool(
-      "steps",
-      {
-        inputSchema: {
-          run: z.string(),
-          count: z.number().int(),
-          pauseAfter: z.number().int().optional(),
-          holdResult: z.boolean().optional(),
-        },
-      },
-      async ({ run, count, pauseAfter, holdResult }, extra) => {
-        for (let i = 1; i <= count; i += 1) {
-          if (pauseAfter !== undefined && i === pauseAfter + 1)
-            await this.gate(`${run}:mid`).opened;
-          await extra.sendNotification({
-            method: "notifications/message",
-            params: { level: "info", data: `${run} step ${i}` },
-          });
-          this.sent.set(run, i);
-        }
-        if (holdResult) await this.gate(`${run}:end`).opened;
-        return { content: [{ type: "text", text: `${run} done` }] };
-      },
+    server.registerTool("steps", { inputSchema: STEPS_SHAPE }, (args, extra) =>
+      this.steps(args, (data) =>
+        extra.sendNotification({
+          method: "notifications/message",
+          params: { level: "info", data },
+        }),
+      ),
     );
-    server.registerTool("big", { inputSchema: { size: z.number().int() } }, async ({ size }) => ({
-      content: [{ type: "text", text: "é".repeat(Math.floor(size / 2)) }],
-    }));
+    server.registerTool("big", { inputSchema: BIG_SHAPE }, async ({ size }) =>
+      McpFixture.big(size),
+    );
+    return server;
+  }
+
+  private mcpServerV2(): McpServerV2 {
+    const server = new McpServerV2(
+      { name: "eventlog-fixture", version: "2.0.0" },
+      { capabilities: { logging: {} } },
+    );
+    server.registerTool("steps", { inputSchema: z.object(STEPS_SHAPE) }, (args, ctx) =>
+      this.steps(args, (data) =>
+        ctx.mcpReq.notify({ method: "notifications/message", params: { level: "info", data } }),
+      ),
+    );
+    server.registerTool("big", { inputSchema: z.object(BIG_SHAPE) }, async ({ size }) =>
+      McpFixture.big(size),
+    );
     return server;
   }
 }
+
+const STEPS_SHAPE = {
+  run: z.string(),
+  count: z.number().int(),
+  pauseAfter: z.number().int().optional(),
+  holdResult: z.boolean().optional(),
+};
+const BIG_SHAPE = { size: z.number().int() };
 
 /** A `fetch` for the SDK client that can cut its open POST streams, hold back its
  *  resumptions (GETs with `Last-Event-ID`) and rewrite the id they carry. */
 export class Cutter {
   /** `Last-Event-ID`s the client sent, in order (after any rewrite). */
   readonly resumedFrom: string[] = [];
+  /** Statuses of the answers to those resumptions, in order. */
+  readonly resumeStatuses: number[] = [];
+  /** The SSE bodies of those answers as far as they came, in order. */
+  readonly resumeBodies: string[] = [];
   holdResumes: Gate | undefined;
   rewrite: ((lastEventId: string) => string) | undefined;
   private readonly open = new Set<AbortController>();
@@ -191,7 +298,11 @@ export class Cutter {
     const signal = init?.signal
       ? AbortSignal.any([init.signal, controller.signal])
       : controller.signal;
-    const response = await fetch(input, { ...init, headers, signal });
+    let response = await fetch(input, { ...init, headers, signal });
+    if (lastEventId !== null) {
+      this.resumeStatuses.push(response.status);
+      response = this.copyBody(response);
+    }
     if (
       (init?.method ?? "GET") === "POST" &&
       response.headers.get("content-type")?.startsWith("text/event-stream")
@@ -201,6 +312,23 @@ export class Cutter {
     return response;
   };
 
+  /** `response` with the same body, a copy of which is kept in `resumeBodies`. */
+  private copyBody(response: Response): Response {
+    if (response.body === null) return response;
+    const [forClient, copy] = response.body.tee();
+    const index = this.resumeBodies.push("") - 1;
+    void (async () => {
+      const decoder = new TextDecoder();
+      try {
+        for await (const chunk of copy) this.resumeBodies[index] += decoder.decode(chunk);
+      } catch {
+        // the connection was cut: what came is kept
+      }
+    })();
+    const { status, statusText, headers } = response;
+    return new Response(forClient, { status, statusText, headers });
+  }
+
   /** Cut every POST stream opened so far, as a network failure would. */
   cut(): void {
     for (const controller of this.open) controller.abort(new Error("cut by the test"));
@@ -208,31 +336,62 @@ export class Cutter {
   }
 }
 
-/** An SDK client of the fixture, with what it received. */
+/** How a call ended, the same for either client generation. */
+export type CallOutcome =
+  | { readonly kind: "result"; readonly text: string }
+  | { readonly kind: "error"; readonly code: number; readonly data: unknown }
+  | { readonly kind: "timeout" }
+  | { readonly kind: "other"; readonly error: unknown };
+
+/** Options of one tool call. */
+export interface CallOptions {
+  readonly timeout?: number;
+  /** Resume the call from this token (a new request whose answer is the old one's). */
+  readonly resumptionToken?: string;
+  readonly onresumptiontoken?: (token: string) => void;
+}
+
+/** An SDK client of either generation, with what it received. */
 export interface TestClient {
-  readonly client: Client;
-  readonly transport: StreamableHTTPClientTransport;
+  readonly sdk: Sdk;
   readonly cutter: Cutter;
   /** The data of every log notification received, in order. */
   readonly notes: string[];
   /** Everything the client's `onerror` saw. */
   readonly errors: Error[];
+  readonly sessionId: string | undefined;
+  /** Call a tool; settles with how the call ended. */
+  call(name: string, args: Record<string, unknown>, options?: CallOptions): Promise<CallOutcome>;
+  /** Close the transport only (the session stays on the server). */
+  closeTransport(): Promise<void>;
+  close(): Promise<void>;
 }
 
+const RECONNECTION = {
+  initialReconnectionDelay: 100,
+  maxReconnectionDelay: 1_000,
+  reconnectionDelayGrowFactor: 1.5,
+  maxRetries: 20,
+};
+
 /** Connect an SDK client (a new session, or an existing one by `sessionId`). */
-export async function connectClient(url: string, sessionId?: string): Promise<TestClient> {
+export async function connectClient(
+  url: string,
+  options: { sdk?: Sdk; sessionId?: string | undefined } = {},
+): Promise<TestClient> {
+  return options.sdk === "v2"
+    ? connectV2(url, options.sessionId)
+    : connectV1(url, options.sessionId);
+}
+
+async function connectV1(url: string, sessionId: string | undefined): Promise<TestClient> {
   const cutter = new Cutter();
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
+  const transport = new ClientTransportV1(new URL(url), {
     fetch: cutter.fetch,
-    reconnectionOptions: {
-      initialReconnectionDelay: 100,
-      maxReconnectionDelay: 1_000,
-      reconnectionDelayGrowFactor: 1.5,
-      maxRetries: 20,
-    },
+    reconnectionOptions: RECONNECTION,
     ...(sessionId === undefined ? {} : { sessionId }),
   });
-  const client = new Client({ name: "eventlog-test-client", version: "1.0.0" });
+  const client = new ClientV1({ name: "eventlog-test-client", version: "1.0.0" });
   const notes: string[] = [];
   const errors: Error[] = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
@@ -240,7 +399,82 @@ export async function connectClient(url: string, sessionId?: string): Promise<Te
   });
   client.onerror = (error) => errors.push(error);
   await client.connect(transport);
-  return { client, transport, cutter, notes, errors };
+  return {
+    sdk: "v1",
+    cutter,
+    notes,
+    errors,
+    get sessionId() {
+      return transport.sessionId;
+    },
+    call: (name, args, options = {}) =>
+      outcomeOf(
+        client.request(
+          { method: "tools/call", params: { name, arguments: args } },
+          CallToolResultSchema,
+          {
+            ...options,
+            timeout: options.timeout ?? 60_000,
+          },
+        ),
+      ),
+    closeTransport: () => transport.close(),
+    close: () => client.close(),
+  };
+}
+
+async function connectV2(url: string, sessionId: string | undefined): Promise<TestClient> {
+  const cutter = new Cutter();
+  const transport = new ClientTransportV2(new URL(url), {
+    fetch: cutter.fetch,
+    reconnectionOptions: RECONNECTION,
+    ...(sessionId === undefined ? {} : { sessionId }),
+  });
+  const client = new ClientV2({ name: "eventlog-test-client", version: "2.0.0" });
+  const notes: string[] = [];
+  const errors: Error[] = [];
+  client.setNotificationHandler("notifications/message", (notification) => {
+    notes.push(String(notification.params.data));
+  });
+  client.onerror = (error) => errors.push(error);
+  await client.connect(transport);
+  return {
+    sdk: "v2",
+    cutter,
+    notes,
+    errors,
+    get sessionId() {
+      return transport.sessionId;
+    },
+    call: (name, args, options = {}) =>
+      outcomeOf(
+        client.request(
+          { method: "tools/call", params: { name, arguments: args } },
+          {
+            ...options,
+            timeout: options.timeout ?? 60_000,
+          },
+        ),
+      ),
+    closeTransport: () => transport.close(),
+    close: () => client.close(),
+  };
+}
+
+/** How `call` ended, whichever generation's client made it. */
+export async function outcomeOf(call: Promise<unknown>): Promise<CallOutcome> {
+  try {
+    const result = CallToolResultSchema.parse(await call);
+    const first = result.content[0];
+    return { kind: "result", text: first?.type === "text" ? first.text : "" };
+  } catch (error) {
+    if (error instanceof McpError && error.code === -32001) return { kind: "timeout" };
+    if (error instanceof SdkError && error.code === "REQUEST_TIMEOUT") return { kind: "timeout" };
+    if (error instanceof McpError || error instanceof ProtocolError) {
+      return { kind: "error", code: error.code, data: error.data };
+    }
+    return { kind: "other", error };
+  }
 }
 
 /** `count` step names of a run, from `from`. */

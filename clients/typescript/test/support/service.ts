@@ -108,6 +108,10 @@ export interface Service {
   readonly port: number;
   /** What the process printed so far. */
   output(): string;
+  /** Kill the process (as a crash would: live readers would hold a graceful stop for up to
+   *  `EVENTLOG_LIVE_MAX_SECONDS`), run `meanwhile`, and start it again on the same port and
+   *  database. */
+  restart(meanwhile?: () => Promise<void>): Promise<void>;
   /** Stop the process (and drop its PostgreSQL database, remove its SQLite directory). */
   stop(): Promise<void>;
 }
@@ -156,12 +160,18 @@ export async function startService(
   }
   const env = serviceEnv({ EVENTLOG_DATABASE_URL: databaseUrl, ...options.env });
   const port = await freePort();
-  const process_ = launch(env, port);
+  let process_ = launch(env, port);
   const service: Service = {
     backend,
     url: `http://127.0.0.1:${port}`,
     port,
     output: () => process_.output,
+    restart: async (meanwhile) => {
+      await terminate(process_.child, "SIGKILL");
+      await meanwhile?.();
+      process_ = launch(env, port);
+      await waitHealthy(service.url, process_);
+    },
     stop: async () => {
       await terminate(process_.child);
       await cleanup();
@@ -218,10 +228,10 @@ async function waitHealthy(url: string, launched: Launched, timeoutMs = 60_000):
   throw new Error(`${url} did not become healthy in ${timeoutMs} ms:\n${launched.output}`);
 }
 
-async function terminate(child: ChildProcess): Promise<void> {
+async function terminate(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  child.kill("SIGTERM");
+  child.kill(signal);
   const killer = setTimeout(() => child.kill("SIGKILL"), 10_000);
   await exited;
   clearTimeout(killer);

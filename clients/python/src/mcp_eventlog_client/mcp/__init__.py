@@ -1,9 +1,12 @@
 """MCP integration: an `EventStore` for the official Python SDK.
 
 Install with `pip install "mcp-eventlog-client[mcp]"` (from a checkout:
-`pip install "./clients/python[mcp]"`); see `EventLogEventStore`.
+`pip install "./clients/python[mcp]"`); see `EventLogEventStore` (2025-03-26 … 2025-11-25
+sessions: resumable streams) and `EventLogSubscriptionBus` (2026-07-28: server events
+across replicas).
 """
 
+from mcp_eventlog_client.mcp.bus import EventLogSubscriptionBus
 from mcp_eventlog_client.mcp.refusal import RESUME_REFUSED
 from mcp_eventlog_client.mcp.scope import (
     SessionScopeMiddleware,
@@ -16,6 +19,7 @@ from mcp_eventlog_client.mcp.store import EventLogEventStore
 __all__ = [
     "RESUME_REFUSED",
     "EventLogEventStore",
+    "EventLogSubscriptionBus",
     "SessionScopeMiddleware",
     "SessionScopes",
     "current_scope",

@@ -5,11 +5,15 @@ on a resumption that sends nothing, so a refused resume fails the request visibl
 re-issued): an error `RESUME_REFUSED` (-32010) whose `data` carries the verdict and reason.
 
 Its `id` is the request's: the SDK names a request's stream by `str(request id)`, so the
-stream a token belongs to gives it back. The TypeScript SDK's client (1.32.x) rejects an
-error whose id is `null` (its schema wants a string or a number) and matches responses by
-`Number(id)`; the Python SDK's client (2.3.0) replaces the id of any response on a
-resumption stream with the id of the request it resumes. A decimal id is sent as a number
-(both official clients number their requests), any other as the string it is.
+stream a token belongs to gives it back. A decimal id is sent as a number (the official
+clients number their requests, and the TypeScript ones match responses by `Number(id)`),
+any other as the string it is. Where the store cannot know the request (a token the
+service never issued, an id that is not one), the error has **no `id` member**: the MCP
+schema's `JSONRPCErrorResponse` has `id?: RequestId` (never `null`), and the TypeScript
+v2 client (2.4.0), which gives any response on an explicit resumption the id of the
+request it resumes, then fails that request with this error; `"id": null` it drops as
+invalid, reconnects and waits until its timeout. What each official client shows is in
+`docs/clients-python.md` ("What each official client does with a refusal").
 """
 
 from __future__ import annotations
@@ -60,8 +64,9 @@ async def refuse(
 ) -> None:
     """Fail the request of `sdk_stream`: an unstored error event (no id to resume from).
 
-    On the standalone GET stream no request waits: there is nobody to fail, and nothing
-    is sent.
+    `sdk_stream` None: the request is unknown, and the error carries no `id` member. On
+    the standalone GET stream no request waits: there is nobody to fail, and nothing is
+    sent.
     """
     if sdk_stream == GET_STREAM_KEY:
         return
@@ -70,5 +75,13 @@ async def refuse(
         message=f"cannot resume ({verdict}: {reason}); discard partial output and re-issue",
         data={"verdict": str(verdict), "reason": reason, "detail": detail},
     )
-    message = JSONRPCError(jsonrpc="2.0", id=request_id_of(sdk_stream), error=error)
+    request_id = request_id_of(sdk_stream)
+    if request_id is None:
+        # `id` left out of the fields set: the SDK writes events with `exclude_unset`, so
+        # the wire has no `id` member at all rather than `"id": null` (see the module).
+        message = JSONRPCError.model_construct(
+            {"jsonrpc", "error"}, jsonrpc="2.0", id=None, error=error
+        )
+    else:
+        message = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
     await send_callback(EventMessage(message))

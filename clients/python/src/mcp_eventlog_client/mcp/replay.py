@@ -12,10 +12,15 @@
    page. When the generation is one another process is still writing (this process did
    not open it) and its response is not among them, the replay follows the generation's
    live tail (`EventLogClient.follow`) until the response arrives, for at most
-   `follow_seconds`; then the SDK registers the stream as usual. Without that, the rest
-   of the stream would never reach this connection: the SDK forwards live only what this
-   process stores.
-4. Any other verdict, or stored events that are not messages of the convention, fail the
+   `follow_seconds`. Without that, the rest of the stream would never reach this
+   connection: the SDK forwards live only what this process stores.
+4. The SDK registers the resumed stream for live messages only where some can still come:
+   the standalone GET stream, or a request this process is still writing. When nothing
+   more can (the response was just sent, the client already holds it because it lost the
+   connection right after the result, the generation ended, a followed generation was
+   done with), the replay returns None and the SDK ends the response at once: a
+   well-formed, empty end, never a stream that stays open for ever.
+5. Any other verdict, or stored events that are not messages of the convention, fail the
    client's request with `RESUME_REFUSED` (`mcp_eventlog_client.mcp.refusal`).
 
 What was sent is always a true prefix of one generation: when paging or following stops
@@ -194,9 +199,16 @@ class Replay:
             return None
         progress = _Progress(client_id=answer.last_event_id, read_id=answer.last_event_id)
         try:
-            complete = await self._send_stored(answer, progress)
-            if complete and await self._follows(answer, scope, sdk_stream, progress, written_here):
-                complete = await self._follow(answer, sdk_stream, progress)
+            if not await self._send_stored(answer, progress):
+                return None
+            if self._registers(answer, scope, sdk_stream):
+                _replayed.set(_Replayed(scope, sdk_stream, progress.client_id))
+                return sdk_stream
+            if await self._finished(answer, progress):
+                return None
+            if await self._follows(answer, written_here):
+                await self._follow(answer, sdk_stream, progress)
+                return None
         except Unjoinable as bad:
             if progress.sent:
                 log.warning("resume of %s stopped mid-way: %s", answer.last_event_id, bad)
@@ -204,10 +216,29 @@ class Replay:
             log.warning("not resuming %r: %s", answer.last_event_id, bad)
             await refuse(self.send, sdk_stream, Verdict.INVALID, bad.reason, str(bad))
             return None
-        if not complete:
-            return None
+        # A stream this process opened and has since forgotten (its memory is bounded):
+        # its next message, if any, reaches the client through the SDK.
         _replayed.set(_Replayed(scope, sdk_stream, progress.client_id))
         return sdk_stream
+
+    def _registers(self, answer: ResumeAnswer, scope: str, sdk_stream: StreamId) -> bool:
+        """Whether the SDK should go on sending this stream's live messages here: the
+        standalone stream (it never ends), or a request this process is still writing."""
+        assert answer.generation is not None
+        if sdk_stream == GET_STREAM_KEY:
+            return True
+        return self.store.writes(scope, sdk_stream, answer.generation) and not answer.terminal
+
+    async def _finished(self, answer: ResumeAnswer, progress: _Progress) -> bool:
+        """Whether nothing more will come: the response was sent now, or the client already
+        holds it (it lost the connection right after the result), or the generation ended.
+
+        The SDK would otherwise register the stream, which no message reaches again, and
+        the client's response would never end.
+        """
+        if progress.answered or answer.terminal:
+            return True
+        return progress.sent == 0 and await self._claim_answered(answer)
 
     async def _send_stored(self, answer: ResumeAnswer, progress: _Progress) -> bool:
         """Send the stored messages after the id; False when paging stopped part-way."""
@@ -248,24 +279,11 @@ class Replay:
         progress.sent += 1
         progress.answered = progress.answered or ends_request(message)
 
-    async def _follows(
-        self,
-        answer: ResumeAnswer,
-        scope: str,
-        sdk_stream: StreamId,
-        progress: _Progress,
-        written_here: bool,
-    ) -> bool:
+    async def _follows(self, answer: ResumeAnswer, written_here: bool) -> bool:
         """Whether the rest of this generation can only come from another process."""
-        if written_here or sdk_stream == GET_STREAM_KEY or self.store.follow_seconds <= 0:
+        if written_here or self.store.follow_seconds <= 0 or answer.generation is None:
             return False
-        if progress.answered or answer.terminal or answer.generation is None:
-            return False
-        if self.store.writes(scope, sdk_stream, answer.generation):
-            return False
-        if not await self._written_elsewhere(answer):
-            return False
-        return progress.sent > 0 or not await self._claim_answered(answer)
+        return await self._written_elsewhere(answer)
 
     async def _written_elsewhere(self, answer: ResumeAnswer) -> bool:
         """Whether the generation is its stream's current one, opened by another producer

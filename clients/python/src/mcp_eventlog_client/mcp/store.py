@@ -70,10 +70,12 @@ class EventLogEventStore(EventStore):
     - A request stream ends with its response: the next write to the same SDK stream id
       (a client reusing a request id) opens a new generation, so the old execution's ids
       can never be resumed into the new one.
-    - A store that fails (the service unreachable, a refusal such as 413, a message over
-      `max_message_bytes`) never raises: the SDK still sends the message live with an id
-      `unstored:<random>`, the failure is logged and counted in `failures`, the generation
-      is marked broken, and the stream's next message opens a new generation. Every later
+    - A store that fails (the service unreachable, slow past `store_timeout`, a refusal
+      such as 413, an answer the client does not trust such as HTML from a proxy, a
+      message over `max_message_bytes`) never raises: the SDK still sends the message
+      live with an id `unstored:<random>`, the failure is logged and counted in
+      `failures`, the generation is marked broken, and the stream's next message opens a
+      new generation. Every later
       resume from the placeholder or into the broken generation is refused (`reset`,
       reason `not_stored`), never answered with a gap. After a failure that says the
       service is down (unreachable, 5xx), stores fail fast for `outage_seconds`.
@@ -106,6 +108,7 @@ class EventLogEventStore(EventStore):
         max_event_bytes: int = MiB,
         max_message_bytes: int = 16 * MiB,
         outage_seconds: float = 1.0,
+        store_timeout: float = 10.0,
         replay_timeout: float = 10.0,
         follow_seconds: float = 300.0,
     ) -> None:
@@ -118,6 +121,9 @@ class EventLogEventStore(EventStore):
         self.max_event_bytes = max_event_bytes
         self.max_message_bytes = max_message_bytes
         self.outage_seconds = outage_seconds
+        self.store_timeout = store_timeout
+        """Seconds one `store_event` may wait for the service, retries included: the SDK
+        awaits the store in the session's message router, so the whole session waits."""
         self.replay_timeout = replay_timeout
         """Seconds a replay waits for the service's verdict and stored pages."""
         self.follow_seconds = follow_seconds
@@ -196,9 +202,14 @@ class EventLogEventStore(EventStore):
         if anyio.current_time() < self._outage_until:
             return self._failed(scope, stream_id, stream, "outage", "the service was just down")
         try:
-            return await self._append(
-                scope, stream_id, stream, events_of(data, self.max_event_bytes)
-            )
+            with anyio.fail_after(self.store_timeout):
+                return await self._append(
+                    scope, stream_id, stream, events_of(data, self.max_event_bytes)
+                )
+        except TimeoutError:
+            self._outage_until = anyio.current_time() + self.outage_seconds
+            detail = f"no acknowledgement within {self.store_timeout:g} s"
+            return self._failed(scope, stream_id, stream, "timeout", detail)
         except EventLogError as error:
             if error.status == 0 or error.status >= 500:
                 self._outage_until = anyio.current_time() + self.outage_seconds

@@ -1,10 +1,10 @@
-"""The shared text rules (`app/api/text.py`): what may enter, and how values are shown."""
+"""The shared text rules (`app/text.py`): what may enter, and how values are shown."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.api.text import check_label, check_utf8, printable
+from app.text import check_label, check_utf8, printable
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ from typing import Any
 
 from starlette.types import Scope
 
-from app.api.text import printable
 from app.settings import Settings
+from app.text import printable
 
 _request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 _SANE_ID = re.compile(r"[A-Za-z0-9._\-]{1,64}")
@@ -45,7 +45,7 @@ class RequestIdFilter(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """One line per record: its message escaped (see `app.api.text.printable`).
+    """One line per record: its message escaped (see `app.text.printable`).
 
     A message may carry a client's value (a path, a claim); escaping the whole message means
     no value can end a line and start a forged one. A traceback's lines are indented, so

@@ -1,0 +1,245 @@
+"""Everything that can go wrong, as one tree of exceptions every layer raises from.
+
+Each error has a stable `code`, the problem code of the contract a client matches on, and
+a `detail` for a human. No error here knows an HTTP status: the API's one table
+(`app/api/problems.py`) maps each code to a status, its headers and the problem body.
+The tree, with the code(s) each leaf answers with:
+
+    EventLogError                    code, detail
+    ├── Rejected                     refused as asked, before anything was written
+    │   │                            (on SQLite the group commit fails only that write)
+    │   ├── NotFound
+    │   │   ├── UnknownGeneration    unknown_generation
+    │   │   └── UnknownStream        unknown_stream
+    │   ├── ConflictingBatch         superseded · terminal · expired · seq_conflict · seq_gap
+    │   ├── PageOutOfRange           beyond_tail · expired · evicted
+    │   ├── InvalidClaim             malformed_id · unknown_generation · cross_stream ·
+    │   │                            beyond_tail (a live read's claim; verdict `invalid`)
+    │   ├── LimitExceeded
+    │   │   ├── BatchTooLarge        batch_too_large
+    │   │   └── EventTooLarge        event_too_large
+    │   ├── InvalidRequest           validation_error
+    │   ├── AmbiguousStream          ambiguous_stream
+    │   ├── NotAcceptable            not_acceptable
+    │   ├── TooManyReaders           too_many_readers
+    │   └── NotAdmitted              the front door's, before the route's handler has a body
+    │       ├── HostNotAllowed       host_not_allowed
+    │       ├── OriginNotAllowed     origin_not_allowed
+    │       ├── UnsupportedMediaType unsupported_media_type
+    │       ├── Unauthenticated      unauthorized
+    │       ├── Forbidden            forbidden
+    │       ├── Overloaded           overloaded
+    │       ├── BodyTooLarge         body_too_large
+    │       ├── BodyTimeout          body_timeout
+    │       ├── InvalidJson          invalid_json
+    │       └── InvalidText          validation_error
+    └── StorageError                 the database failed, or could not be reached
+        ├── StorageUnavailable       database_unavailable (unreachable, restarting, busy)
+        └── StorageFailed            storage_error
+
+Callers catch a group where the group is what they decide on: the group commit lets a
+`Rejected` write fail alone (any other error fails its whole group), a live reader ends
+on a `StorageError`, and a WebSocket upgrade can refuse on a `NotAdmitted`. The domain's
+verdicts stay values (`AppendConflict`, `PageRefusal`, `Reason`); only the layers that act
+on them raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from app.domain.append import AppendConflict
+from app.domain.decision import Reason, Verdict
+from app.domain.paging import PageRefusal
+
+
+class EventLogError(Exception):
+    """The root: a request the service did not carry out; `code` says why, for programs."""
+
+    code: str
+    """The stable problem code (`superseded`, `seq_gap`, …) a client matches on."""
+    members: Mapping[str, str] = MappingProxyType({})
+    """Extension members the problem body carries besides `code` and `detail`."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class Rejected(EventLogError):
+    """Refused as asked, before anything was written: no other write fails with it."""
+
+
+class NotFound(Rejected):
+    """A lookup found nothing (for this tenant); `looked_up` is what was looked up."""
+
+    what: str
+    """What kind of thing was looked up, as the detail names it."""
+
+    def __init__(self, looked_up: str) -> None:
+        super().__init__(f"no {self.what} {looked_up!r} here")
+        self.looked_up = looked_up
+
+
+class UnknownGeneration(NotFound):
+    """No generation has that token for this tenant."""
+
+    code = "unknown_generation"
+    what = "generation"
+
+
+class UnknownStream(NotFound):
+    """No stream has that id for this tenant."""
+
+    code = "unknown_stream"
+    what = "stream"
+
+
+class ConflictingBatch(Rejected):
+    """A batch conflicts with its generation's state (fenced, finished, out of order)."""
+
+    def __init__(self, conflict: AppendConflict, detail: str) -> None:
+        super().__init__(detail)
+        self.conflict = conflict
+        self.code = conflict.value
+
+
+class PageOutOfRange(Rejected):
+    """A page of events cannot be served without skipping events (or is beyond the tail)."""
+
+    def __init__(self, refusal: PageRefusal, detail: str) -> None:
+        super().__init__(detail)
+        self.refusal = refusal
+        self.code = refusal.value
+
+
+class InvalidClaim(Rejected):
+    """A live read's claim is `invalid`: no stream is served (the reason says why)."""
+
+    members = MappingProxyType({"verdict": Verdict.INVALID.value})
+
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.code = reason.value
+
+
+class LimitExceeded(Rejected):
+    """An event or a batch is over the configured limits."""
+
+
+class BatchTooLarge(LimitExceeded):
+    """A batch holds more events than `EVENTLOG_MAX_BATCH_EVENTS`."""
+
+    code = "batch_too_large"
+
+
+class EventTooLarge(LimitExceeded):
+    """An event's data is over `EVENTLOG_MAX_EVENT_BYTES`."""
+
+    code = "event_too_large"
+
+
+class InvalidRequest(Rejected):
+    """The request is well-formed but breaks a rule of the contract (a value over a limit)."""
+
+    code = "validation_error"
+
+
+class AmbiguousStream(Rejected):
+    """A stream id that several tenants use, asked about without saying which tenant."""
+
+    code = "ambiguous_stream"
+
+
+class NotAcceptable(Rejected):
+    """The client accepts none of the media types the route answers with."""
+
+    code = "not_acceptable"
+
+
+class TooManyReaders(Rejected):
+    """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
+
+    code = "too_many_readers"
+
+
+class NotAdmitted(Rejected):
+    """The front door turned the request away before its handler had a byte of the body."""
+
+
+class HostNotAllowed(NotAdmitted):
+    """The `Host` names no host this service answers as (a DNS-rebinding page, say)."""
+
+    code = "host_not_allowed"
+
+
+class OriginNotAllowed(NotAdmitted):
+    """A browser page of another origin sent the request."""
+
+    code = "origin_not_allowed"
+
+
+class UnsupportedMediaType(NotAdmitted):
+    """The body is not declared as JSON (or is encoded)."""
+
+    code = "unsupported_media_type"
+
+
+class Unauthenticated(NotAdmitted):
+    """No key, or a key that is not configured."""
+
+    code = "unauthorized"
+
+
+class Forbidden(NotAdmitted):
+    """A valid key without the scope the route needs."""
+
+    code = "forbidden"
+
+
+class Overloaded(NotAdmitted):
+    """The process holds as many request bodies as it may (`max_body_bytes_in_flight`)."""
+
+    code = "overloaded"
+
+
+class BodyTooLarge(NotAdmitted):
+    """The body is over `max_body_bytes`."""
+
+    code = "body_too_large"
+
+
+class BodyTimeout(NotAdmitted):
+    """The body did not arrive within `body_timeout_seconds`."""
+
+    code = "body_timeout"
+
+
+class InvalidJson(NotAdmitted):
+    """The body is not strict JSON (not UTF-8, broken, or a key twice in one object)."""
+
+    code = "invalid_json"
+
+
+class InvalidText(NotAdmitted):
+    """A string of the request is not valid UTF-8 (a lone surrogate)."""
+
+    code = "validation_error"
+
+
+class StorageError(EventLogError):
+    """The database failed the request, or could not be reached for it."""
+
+
+class StorageUnavailable(StorageError):
+    """The database is unreachable, restarting or too busy; retrying later may succeed."""
+
+    code = "database_unavailable"
+
+
+class StorageFailed(StorageError):
+    """The database failed in a way the caller cannot fix by retrying."""
+
+    code = "storage_error"

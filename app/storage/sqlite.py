@@ -1,0 +1,336 @@
+"""SQLite, the embedded default: one file, WAL, one group committer per process.
+
+Everything that is SQLite's alone is here, behind the hooks of `Dialect`:
+
+- the engines: the aiosqlite engine for reads (a deferred transaction in WAL mode sees one
+  snapshot) and a stdlib-driver twin for the writer thread, both with the pragmas (WAL,
+  `synchronous`, busy timeout, foreign keys), and `BEGIN` said by us, not the driver;
+- how writes run: `GroupCommit`. SQLite has one write lock per database. When every
+  request opens its own `BEGIN IMMEDIATE`, concurrent writers queue inside SQLite's busy
+  handler, which sleeps and retries (unfairly: an unlucky request can wait seconds), and
+  every append pays its own fsync. So each process sends its writes through one
+  committer: writes that arrive while a transaction is running are queued and run
+  together in the next one — one `BEGIN IMMEDIATE`, one COMMIT, one fsync for all of them
+  — in the committer's own thread on the stdlib driver (one event-loop round trip per
+  group, not several per statement). Each caller is answered only after that COMMIT
+  returned. Correctness still rests on the database's lock (several processes on one
+  file stay safe); the queue adds fairness and throughput, not safety;
+- wake-ups from other processes on the same file: `SqliteDataVersion`, polling
+  `PRAGMA data_version` (nothing is announced: there is no channel to announce on);
+- its spelling of `INSERT … ON CONFLICT DO NOTHING`; and no cross-replica lock, since one
+  machine serves the file and every write is serialised anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import Column, Table, create_engine, event
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.sql.dml import Insert
+
+from app.errors import Rejected, StorageUnavailable
+from app.settings import Settings
+from app.storage.changes import Changes, take_touched
+from app.storage.dialect import Dialect, Engines
+from app.storage.errors import translated_errors
+from app.storage.generations import signatures
+from app.storage.transactions import Committed, Transactions, Work
+from app.storage.wakeups import LocalCommits, Wakeable, WakeupSource
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+_BEGIN = "eventlog_sqlite_begin"
+
+
+class SqliteDialect(Dialect):
+    """The embedded default: one file, WAL, one group committer per process."""
+
+    name = "sqlite"
+    migrates_on_start = True
+
+    def engines(self, settings: Settings) -> Engines:
+        base = create_async_engine(settings.database_url, connect_args={"timeout": 30})
+        _install_hooks(base.sync_engine, settings)
+        return Engines(base=base, snapshot=base.execution_options(**{_BEGIN: "DEFERRED"}))
+
+    def transactions(
+        self, settings: Settings, engines: Engines, local: LocalCommits
+    ) -> Transactions:
+        # The writer thread uses the stdlib driver directly: a whole group of writes runs
+        # there without one event-loop round trip per statement.
+        sync = _stdlib_engine(settings).execution_options(**{_BEGIN: "IMMEDIATE"})
+        return GroupCommit(sync, local.committed)
+
+    def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
+        return [SqliteDataVersion(_stdlib_engine(settings), interval=settings.live_poll_seconds)]
+
+    def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=list(keys))
+
+    @asynccontextmanager
+    async def exclusive(self, engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
+        """Always held: one machine serves the file, and its writes are serialised anyway."""
+        yield True
+
+
+def _stdlib_engine(settings: Settings) -> Engine:
+    """The SQLite file through the stdlib driver, for a thread of its own."""
+    engine = create_engine(
+        make_url(settings.database_url).set(drivername="sqlite"),
+        connect_args={"timeout": 30, "check_same_thread": False},
+    )
+    _install_hooks(engine, settings)
+    return engine
+
+
+def _install_hooks(engine: Engine, settings: Settings) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let us, not the driver, say when a transaction begins (and how).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={settings.sqlite_synchronous}")
+        cursor.execute(f"PRAGMA busy_timeout={int(settings.sqlite_busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        mode = connection.get_execution_options().get(_BEGIN, "DEFERRED")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+MAX_GROUP_WRITES = 128
+MAX_GROUP_WEIGHT = 10_000  # events: keeps one transaction (and the lock) short
+
+
+@dataclass(slots=True)
+class _Queued:
+    work: Work[Any]
+    weight: int
+    future: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+_Outcome = tuple[_Queued, Any, BaseException | None]
+_Group = tuple[list[_Outcome], Changes]
+
+
+class GroupCommit:
+    """One transaction at a time per process; writes that wait meanwhile commit together."""
+
+    def __init__(self, engine: Engine, committed: Committed) -> None:
+        self._engine = engine
+        self._committed = committed
+        self._thread: ThreadPoolExecutor | None = None
+        self._queue: asyncio.Queue[_Queued] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def own_engine(self) -> Engine | None:
+        """The stdlib-driver engine the committer's thread writes through."""
+        return self._engine
+
+    async def run(self, work: Work[T], *, weight: int = 1) -> T:
+        """Queue `work`; its result (or refusal) arrives once its group has committed."""
+        queued = _Queued(work, weight)
+        self._ensure_running().put_nowait(queued)
+        result: T = await queued.future
+        return result
+
+    async def close(self) -> None:
+        """Stop the committer; writes still queued are refused as unavailable."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        while self._queue is not None and not self._queue.empty():
+            _fail(self._queue.get_nowait(), StorageUnavailable("the service is stopping"))
+        if self._thread is not None:
+            # A group already in the thread finishes (or rolls back) before we return.
+            await asyncio.to_thread(self._thread.shutdown, wait=True)
+            self._thread = None
+        self._engine.dispose()
+
+    def _ensure_running(self) -> asyncio.Queue[_Queued]:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        if self._task is None or self._task.done():
+            # A context of its own: started inside some request, the committer must not
+            # carry that request's context (its request id in every later log line).
+            self._task = asyncio.create_task(
+                self._commit_forever(self._queue), context=contextvars.Context()
+            )
+        return self._queue
+
+    async def _commit_forever(self, queue: asyncio.Queue[_Queued]) -> None:
+        while True:
+            group = [await queue.get()]
+            weight = group[0].weight
+            while not queue.empty() and len(group) < MAX_GROUP_WRITES and weight < MAX_GROUP_WEIGHT:
+                group.append(queue.get_nowait())
+                weight += group[-1].weight
+            await self._commit(group)
+
+    async def _commit(self, group: list[_Queued]) -> None:
+        if self._thread is None:
+            # One thread: the stdlib driver's connection stays on the thread that uses it.
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="eventlog-writer")
+        loop = asyncio.get_running_loop()
+        running = loop.run_in_executor(self._thread, self._commit_in_thread, group)
+        try:
+            await asyncio.shield(running)
+        except asyncio.CancelledError:
+            # Stopping. A group in the thread cannot be interrupted: wait for it, so that
+            # every caller learns whether its write committed, and only then stop.
+            await asyncio.wait([running])
+            self._answer(group, running)
+            raise
+        except Exception as error:  # the group failed as a whole; the loop goes on
+            log.warning("a group of %d writes failed: %s", len(group), error)
+        self._answer(group, running)
+
+    def _commit_in_thread(self, group: list[_Queued]) -> _Group:
+        outcomes: list[_Outcome] = []
+        with translated_errors(), self._engine.begin() as conn:
+            try:
+                for queued in group:
+                    try:
+                        outcomes.append((queued, queued.work(conn), None))
+                    except Rejected as refused:
+                        # Raised by the write's checks before it wrote anything, so the other
+                        # writes of its group still commit; any other error fails them all.
+                        outcomes.append((queued, None, refused))
+            finally:
+                changed = take_touched(conn)
+        return outcomes, changed
+
+    def _answer(self, group: list[_Queued], running: asyncio.Future[_Group]) -> None:
+        """Answer each caller of a finished group: only now, after COMMIT, is anything acked."""
+        error = running.exception()
+        if error is not None:
+            for queued in group:
+                _fail(queued, error)
+            return
+        outcomes, changed = running.result()
+        self._committed(changed)
+        _acknowledge(outcomes)
+
+
+def _acknowledge(outcomes: list[_Outcome]) -> None:
+    for queued, value, refusal in outcomes:
+        if queued.future.done():  # its caller went away; the write stands regardless
+            continue
+        if refusal is None:
+            queued.future.set_result(value)
+        else:
+            queued.future.set_exception(refusal)
+
+
+def _fail(queued: _Queued, error: BaseException) -> None:
+    if not queued.future.done():
+        queued.future.set_exception(error)
+
+
+class SqliteDataVersion:
+    """Other processes on the same SQLite file: `PRAGMA data_version`, every `interval` s.
+
+    The counter moves when another connection commits (this process's writer thread too,
+    so a change narrows down to the watched streams whose signature really moved).
+    """
+
+    name = "sqlite"
+
+    def __init__(self, engine: Engine, *, interval: float) -> None:
+        self._engine = engine
+        self._interval = interval
+
+    async def run(self, hub: Wakeable) -> None:
+        # One connection for good (data_version compares commits seen by *this* connection),
+        # used by one thread of its own, and never by two at once: a stop waits for the call
+        # in the thread to return before the connection is closed. Closing a stdlib SQLite
+        # connection while another thread runs a statement on it can crash the interpreter.
+        thread = ThreadPoolExecutor(1, thread_name_prefix="eventlog-sqlite-poll")
+        conn: Connection | None = None
+        try:
+            conn = await _finished(thread, self._engine.connect)
+            version = await _finished(thread, _data_version, conn)
+            known: dict[int, tuple[int, ...]] = {}
+            hub.source_up(self.name, True)
+            while True:
+                await asyncio.sleep(self._interval)
+                now = await _finished(thread, _data_version, conn)
+                if now == version:
+                    continue
+                version = now
+                watched = list(hub.watched())
+                seen = await _finished(thread, _signatures_of, conn, watched)
+                moved = [pk for pk in watched if seen.get(pk) != known.get(pk)]
+                known = seen
+                if moved:
+                    hub.wake(moved)
+        finally:
+            await asyncio.shield(_close_in(thread, conn, self._engine))
+
+
+async def _finished(thread: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in `thread`; cancelled meanwhile, wait for it to return, then re-raise."""
+    running = asyncio.get_running_loop().run_in_executor(thread, fn, *args)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait([running])
+        if not running.cancelled() and running.exception() is None:
+            _closed_quietly(running.result())
+        raise
+
+
+def _closed_quietly(value: object) -> None:
+    # A connection opened by a call that was cancelled meanwhile: nobody else will close it.
+    if isinstance(value, Connection):
+        value.close()
+
+
+async def _close_in(thread: ThreadPoolExecutor, conn: Connection | None, engine: Engine) -> None:
+    def close() -> None:
+        if conn is not None:
+            conn.close()
+        engine.dispose()
+
+    try:
+        await asyncio.get_running_loop().run_in_executor(thread, close)
+    finally:
+        thread.shutdown(wait=False)
+
+
+def _data_version(conn: Connection) -> int:
+    try:
+        return int(conn.exec_driver_sql("PRAGMA data_version").scalar_one())
+    finally:
+        conn.rollback()  # never keep a read transaction (and its snapshot) open between polls
+
+
+def _signatures_of(conn: Connection, pks: list[int]) -> dict[int, tuple[int, ...]]:
+    try:
+        found: dict[int, tuple[int, ...]] = {}
+        for start in range(0, len(pks), 500):
+            found.update(signatures(conn, pks[start : start + 500]))
+        return found
+    finally:
+        conn.rollback()

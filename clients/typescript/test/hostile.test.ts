@@ -1,0 +1,176 @@
+/**
+ * The client and the store against a hostile fake service in a process of its own
+ * (`support/hostile-server.ts`): HTML, JSON that is not JSON, a drip, a body that never ends,
+ * a gzip bomb, redirects to another host. Every answer is a typed error within one deadline,
+ * nothing is sent where a redirect points, and an MCP session on such a "service" goes on
+ * with its messages sent unstored, counted and logged.
+ */
+
+import assert from "node:assert/strict";
+import { after, afterEach, before, describe, it } from "node:test";
+
+import {
+  DeadlineExceeded,
+  EventLogClient,
+  EventLogError,
+  EventLogServerEventBus,
+  InvalidResponse,
+  MalformedResponse,
+  Redirected,
+  ResponseTooLarge,
+  ServiceUnreachable,
+  UnexpectedContentType,
+  UNSTORED_PREFIX,
+} from "../src/index.js";
+import { HostileService } from "./support/hostile.js";
+import { connectClient, Logbook, McpFixture, steps, type TestClient } from "./support/mcp.js";
+import { timed } from "./support/wait.js";
+
+const CAP = 1_048_576;
+const NO_RETRY = { attempts: 1, baseDelayMs: 1, maxDelayMs: 1 };
+
+let hostile: HostileService;
+
+before(async () => {
+  hostile = await HostileService.start();
+});
+
+after(async () => {
+  await hostile.stop();
+});
+
+function client(mode: string, timeoutMs = 5_000): EventLogClient {
+  return new EventLogClient({
+    baseUrl: hostile.url(mode),
+    timeoutMs,
+    maxResponseBytes: CAP,
+    retry: NO_RETRY,
+  });
+}
+
+async function failure(promise: Promise<unknown>): Promise<EventLogError> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof EventLogError, `not an EventLogError: ${String(error)}`);
+    return error;
+  }
+  assert.fail("the call succeeded");
+}
+
+describe("the client against a hostile service", () => {
+  for (const [mode, kind, pattern] of [
+    ["html", UnexpectedContentType, /text\/html, not JSON/],
+    ["json-html", MalformedResponse, /not JSON: <html>/],
+    ["fields", MalformedResponse, /has no string "stream_id"/],
+    ["latin1", MalformedResponse, /not UTF-8/],
+  ] as const) {
+    it(`${mode}: a 2xx that is not the contract's answer is a ${kind.name}`, async () => {
+      const error = await failure(client(mode).stream("s"));
+      assert.ok(error instanceof kind, `${error.name}: ${error.message}`);
+      assert.ok(error instanceof InvalidResponse);
+      assert.match(error.detail, pattern);
+    });
+  }
+
+  it("a drip is cut by the attempt's one deadline", async () => {
+    const { ms, error } = await timed(client("drip", 1_500).stream("s"));
+    assert.ok(
+      error instanceof DeadlineExceeded && error instanceof ServiceUnreachable,
+      String(error),
+    );
+    assert.ok(ms < 10_000, `cut after ${ms} ms`);
+  });
+
+  for (const mode of ["huge", "gzip"]) {
+    it(`${mode}: a body past the cap is cut there, not buffered`, async () => {
+      const before = (await hostile.state()).sent[mode] ?? 0;
+      const error = await failure(client(mode, 30_000).stream("s"));
+      assert.ok(error instanceof ResponseTooLarge, `${error.name}: ${error.message}`);
+      assert.match(error.detail, new RegExp(`over ${CAP} bytes`));
+      // Decoded, the gzip stream is a thousand times what was sent: what counts is decoded.
+      const sent = ((await hostile.state()).sent[mode] ?? 0) - before;
+      assert.ok(sent < 64 * CAP, `the service sent ${sent} bytes before the client stopped`);
+    });
+  }
+
+  for (const status of [307, 302]) {
+    it(`a ${status} redirect to another host is an error, and that host receives nothing`, async () => {
+      const log = client(`redirect-${status}`);
+      const open = await failure(log.openGeneration("s"));
+      const append = await failure(log.append("g", [{ data: "secret event" }], { firstSeq: 1 }));
+      for (const error of [open, append]) {
+        assert.ok(error instanceof Redirected, `${error.name}: ${error.message}`);
+        assert.equal(error.status, status);
+        assert.match(error.detail, /redirect .* never followed/);
+      }
+      assert.deepEqual((await hostile.state()).received, []);
+    });
+  }
+});
+
+describe("an MCP session whose store points at a hostile service", () => {
+  let mcp: McpFixture | undefined;
+  let session: TestClient | undefined;
+
+  afterEach(async () => {
+    await session?.close();
+    await mcp?.close();
+  });
+
+  for (const mode of ["html", "drip", "huge", "gzip", "redirect-307"]) {
+    it(`${mode}: every message goes out unstored, counted and logged, and the session goes on`, async () => {
+      mcp = await McpFixture.start({
+        baseUrl: hostile.url(mode),
+        retry: NO_RETRY,
+        timeoutMs: 1_000,
+        storeTimeoutMs: 1_000,
+        maxResponseBytes: CAP,
+      });
+      session = await connectClient(mcp.url);
+      for (const run of ["first", "second"]) {
+        const tokens: string[] = [];
+        const outcome = await session.call(
+          "steps",
+          { run, count: 3 },
+          { onresumptiontoken: (token) => tokens.push(token) },
+        );
+        assert.deepEqual(outcome, { kind: "result", text: `${run} done` });
+        assert.ok(tokens.length > 0 && tokens.every((t) => t.startsWith(UNSTORED_PREFIX)));
+      }
+      assert.deepEqual(session.notes, [...steps("first", 1, 3), ...steps("second", 1, 3)]);
+      const store = mcp.stores[0];
+      assert.ok((store?.stats.storeFailures ?? 0) >= 8, `${store?.stats.storeFailures} failures`);
+      assert.equal(store?.stats.stored, 0);
+      assert.ok(mcp.logbook.has("warn", /went out unstored/));
+      assert.deepEqual(mcp.transportErrors, []);
+      assert.deepEqual((await hostile.state()).received, []);
+    });
+  }
+});
+
+describe("a bus whose service is hostile", () => {
+  for (const mode of ["html", "huge", "redirect-307"]) {
+    it(`${mode}: publishes are dropped and counted, the follower never throws, nothing is sent elsewhere`, async () => {
+      const logger = new Logbook();
+      const bus = new EventLogServerEventBus({
+        baseUrl: hostile.url(mode),
+        retry: NO_RETRY,
+        maxResponseBytes: CAP,
+        logger,
+      });
+      try {
+        const start = await failure(bus.start());
+        assert.ok(start instanceof InvalidResponse, `${start.name}: ${start.message}`);
+        bus.subscribe(() => assert.fail("nothing can be heard"));
+        bus.publish({ kind: "resource_updated", uri: "file:///secret.md" });
+        await bus.flush();
+        assert.deepEqual([bus.stats.published, bus.stats.publishFailures], [0, 1]);
+        assert.ok(logger.has("warn", /publishing to mcp-bus\.default failed/));
+        assert.deepEqual((await hostile.state()).received, []);
+      } finally {
+        await bus.close();
+      }
+    });
+  }
+});

@@ -1,0 +1,1 @@
+"""The alembic migrations; installed as the package `app.migrations` (see pyproject.toml)."""

@@ -1,0 +1,62 @@
+"""The store in front of a misbehaving service: sent unstored, counted, and the session goes on.
+
+Real processes: the hostile fake service (`tests.support.hostile_service`), the test MCP
+server with the store pointed at it (its writer key picks the misbehaviour), and the SDK's
+client. Before issue 21.3 an HTML answer raised `JSONDecodeError` out of `store_event`
+(the SDK answered 500 and the session ended), a drip held the session for good, and an
+endless body grew the MCP server without bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
+from tests.support.hostile_service import hostile_service
+from tests.support.processes import mcp_server
+
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The hostile fake service; yields its URL."""
+    with hostile_service(tmp_path_factory.mktemp("hostile-store")) as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("key", "cause"),
+    [
+        ("html", "unexpected_content_type"),
+        ("missing-fields", "malformed_response"),
+        ("not-json", "malformed_response"),
+        ("redirect", "redirected"),
+        ("huge", "response_too_large"),
+        ("gzip-bomb", "response_too_large"),
+        ("drip", "timeout"),
+    ],
+)
+async def test_a_session_goes_on_whatever_the_service_answers(
+    hostile: str, tmp_path: Path, key: str, cause: str
+) -> None:
+    args = ("--key", key, "--store-timeout", "2")
+    with mcp_server(hostile, tmp_path, *args) as url, anyio.fail_after(60):
+        async with mcp_client(url) as (session, _, _):
+            progress = Progress()
+            first = await call_progress(session, progress, n=3, tag=f"hostile-{key}")
+            second = await call_progress(session, Progress(), n=1, tag=f"hostile-{key}-2")
+        async with httpx.AsyncClient() as http:
+            failures = (await http.get(f"{url}/test/store-failures")).json()
+    assert (text_of(first), text_of(second)) == ("counted to 3", "counted to 1")
+    assert progress.steps == [1, 2, 3]
+    # Every message went out with a placeholder id: none claims to be stored.
+    assert progress.tokens
+    assert all(token.startswith("unstored:") for token in progress.tokens)
+    assert failures.get(cause, 0) >= 1, failures
+    assert set(failures) <= {cause, "outage"}, failures
