@@ -38,12 +38,9 @@ from tests.release.installed import (
     running,
 )
 from tests.support.databases import (
-    create_postgres_database,
     drop_postgres_database,
-    postgres_reachable,
-    postgres_required,
+    require_postgres_database,
 )
-from tests.support.needs import missing
 from tests.support.processes import REPO, free_port
 
 pytestmark = pytest.mark.process
@@ -87,14 +84,7 @@ def served(
                 url, f"sqlite+aiosqlite:///{folder / 'eventlog.db'}", folder, service_python
             )
         return
-    problem = postgres_reachable()
-    if problem is not None:
-        missing(
-            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
-            problem,
-            required=postgres_required(),
-        )
-    database_url = create_postgres_database()
+    database_url = require_postgres_database()
     try:
         served = Served("", database_url, folder, service_python)
         migrated = served.command("migrate")  # on PostgreSQL an explicit step, once
