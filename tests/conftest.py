@@ -18,6 +18,9 @@ from tests.support.databases import (
     require_postgres_database,
 )
 
+# Fixtures of the support modules that more than one folder uses.
+pytest_plugins = ["tests.support.browser"]
+
 BACKENDS = ("sqlite", "postgresql")
 
 
