@@ -101,12 +101,28 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         migrate = dialect_for(settings.database_url).migrates_on_start
     if migrate:
         upgrade(settings.database_url)
+    run_server(
+        "app.api.app:create_app", host=host, port=port, workers=args.workers, settings=settings
+    )
+    return 0
+
+
+# uvicorn's httptools protocol with bounded request heads, a head timeout and a connection
+# cap (issue 21, item 2), named as the app factory is: the CLI imports nothing of the API.
+HTTP_PROTOCOL = "app.api.connections:GuardedHttpToolsProtocol"
+
+
+def run_server(factory: str, *, host: str, port: int, workers: int, settings: Settings) -> None:
+    """Serve the app `factory` (an import string) with uvicorn: every command that serves
+    HTTP (`serve`, `gateway`) starts it here, so that all get the same connection limits."""
     uvicorn.run(
-        "app.api.app:create_app",
+        factory,
         factory=True,
         host=host,
         port=port,
-        workers=args.workers,
+        workers=workers,
+        http=HTTP_PROTOCOL,
+        timeout_keep_alive=settings.keep_alive_seconds,
         log_level=settings.log_level,
         log_config=logging_config(settings),
         access_log=False,
@@ -115,7 +131,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         ws_max_size=settings.max_body_bytes,
         ws_per_message_deflate=False,
     )
-    return 0
 
 
 # glibc's malloc serves a large block from the heap once a block of that size has been

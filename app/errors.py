@@ -19,6 +19,7 @@ The tree, with the code(s) each leaf answers with:
     │   │   ├── BatchTooLarge        batch_too_large
     │   │   └── EventTooLarge        event_too_large
     │   ├── InvalidRequest           validation_error
+    │   ├── ReservedEventType        reserved_event_type
     │   ├── AmbiguousStream          ambiguous_stream
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
@@ -145,6 +146,13 @@ class InvalidRequest(Rejected):
     """The request is well-formed but breaks a rule of the contract (a value over a limit)."""
 
     code = "validation_error"
+
+
+class ReservedEventType(Rejected):
+    """An event's type is the name of a control event of live reads (`reset`, `end`): a
+    browser's `EventSource` would hand it to the listeners of the service's own events."""
+
+    code = "reserved_event_type"
 
 
 class AmbiguousStream(Rejected):

@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1_048_576, ge=1)
     max_body_bytes_in_flight: int = Field(default=64 * 1_048_576, ge=1)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
+    # What a connection may take before it is a request (app/api/connections.py).
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_headers: int = Field(default=100, ge=1)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    keep_alive_seconds: int = Field(default=5, ge=1)
+    max_connections: int = Field(default=4_096, ge=1)
 
     default_page_limit: int = Field(default=500, ge=1)
     max_page_limit: int = Field(default=5_000, ge=1)
