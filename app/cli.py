@@ -10,6 +10,7 @@ import dataclasses
 import ipaddress
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -110,6 +111,9 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         log_level=settings.log_level,
         log_config=logging_config(settings),
         access_log=False,
+        # Live readers are drained at the signal (app/api/draining.py): what is left to
+        # wait for is requests in flight, appends among them.
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_seconds),
     )
     return 0
 

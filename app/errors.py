@@ -19,9 +19,11 @@ The tree, with the code(s) each leaf answers with:
     │   │   ├── BatchTooLarge        batch_too_large
     │   │   └── EventTooLarge        event_too_large
     │   ├── InvalidRequest           validation_error
+    │   ├── DuplicateClaim           bad_request (two `Last-Event-ID` headers)
     │   ├── AmbiguousStream          ambiguous_stream
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
+    │   ├── TooManyPages             too_many_pages
     │   └── NotAdmitted              the front door's, before the route's handler has a body
     │       ├── HostNotAllowed       host_not_allowed
     │       ├── OriginNotAllowed     origin_not_allowed
@@ -163,6 +165,19 @@ class TooManyReaders(Rejected):
     """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
 
     code = "too_many_readers"
+
+
+class TooManyPages(Rejected):
+    """This process already sends as many pages of events as it may at once
+    (`EVENTLOG_MAX_PAGES_IN_FLIGHT`, `EVENTLOG_MAX_RESPONSE_BYTES_IN_FLIGHT`)."""
+
+    code = "too_many_pages"
+
+
+class DuplicateClaim(Rejected):
+    """The request carries `Last-Event-ID` more than once: no one of them is taken."""
+
+    code = "bad_request"
 
 
 class NotAdmitted(Rejected):

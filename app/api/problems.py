@@ -113,6 +113,11 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         ),
         "superseded": ProblemCode(409, "a newer generation of the stream fenced this one"),
         "terminal": ProblemCode(409, "the generation is finished; nothing more is appended"),
+        "too_many_pages": ProblemCode(
+            503,
+            "the process sends as many pages of events at once as it may (count or bytes)",
+            _RETRY_AND_CLOSE,
+        ),
         "too_many_readers": ProblemCode(
             503, "the process serves EVENTLOG_LIVE_MAX_READERS live readers", _RETRY_AND_CLOSE
         ),

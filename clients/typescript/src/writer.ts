@@ -62,6 +62,7 @@ export {
   StorageFailed,
   Superseded,
   TerminalGeneration,
+  TooManyPages,
   TooManyReaders,
   Unauthorized,
   UnexpectedContentType,
