@@ -10,6 +10,7 @@ import dataclasses
 import ipaddress
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -130,6 +131,9 @@ def run_server(factory: str, *, host: str, port: int, workers: int, settings: Se
         # as it is (compression would cost every frame CPU and open a decompression bomb).
         ws_max_size=settings.max_body_bytes,
         ws_per_message_deflate=False,
+        # Live readers are drained at the signal (app/api/draining.py): what is left to
+        # wait for is requests in flight, appends among them.
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_seconds),
     )
 
 

@@ -20,9 +20,11 @@ The tree, with the code(s) each leaf answers with:
     │   │   └── EventTooLarge        event_too_large
     │   ├── InvalidRequest           validation_error
     │   ├── ReservedEventType        reserved_event_type
+    │   ├── DuplicateClaim           bad_request (two `Last-Event-ID` headers)
     │   ├── AmbiguousStream          ambiguous_stream
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
+    │   ├── TooManyPages             too_many_pages
     │   └── NotAdmitted              the front door's, before the route's handler has a body
     │       ├── HostNotAllowed       host_not_allowed
     │       ├── OriginNotAllowed     origin_not_allowed
@@ -171,6 +173,19 @@ class TooManyReaders(Rejected):
     """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
 
     code = "too_many_readers"
+
+
+class TooManyPages(Rejected):
+    """This process already sends as many pages of events as it may at once
+    (`EVENTLOG_MAX_PAGES_IN_FLIGHT`, `EVENTLOG_MAX_RESPONSE_BYTES_IN_FLIGHT`)."""
+
+    code = "too_many_pages"
+
+
+class DuplicateClaim(Rejected):
+    """The request carries `Last-Event-ID` more than once: no one of them is taken."""
+
+    code = "bad_request"
 
 
 class NotAdmitted(Rejected):

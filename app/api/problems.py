@@ -129,6 +129,11 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         "too_many_connections": ProblemCode(
             503, "the process holds EVENTLOG_MAX_CONNECTIONS connections", _RETRY_AND_CLOSE
         ),
+        "too_many_pages": ProblemCode(
+            503,
+            "the process sends as many pages of events at once as it may (count or bytes)",
+            _RETRY_AND_CLOSE,
+        ),
         "too_many_readers": ProblemCode(
             503, "the process serves EVENTLOG_LIVE_MAX_READERS live readers", _RETRY_AND_CLOSE
         ),

@@ -115,11 +115,22 @@ class EventLogService:
                 )
 
     async def resume(
-        self, tenant: str, last_event_id: str, *, asked_stream: str | None, limit: int
+        self,
+        tenant: str,
+        last_event_id: str,
+        *,
+        asked_stream: str | None,
+        limit: int,
+        max_bytes: int | None = None,
     ) -> Reading:
-        """Decide a resume claim and read what the verdict delivers, in one snapshot."""
+        """Decide a resume claim and read what the verdict delivers, in one snapshot (a
+        live read asks for a smaller page, `max_bytes`)."""
         reading = await self._reads.decide(
-            last_event_id, tenant=tenant, asked_stream=asked_stream, limit=limit
+            last_event_id,
+            tenant=tenant,
+            asked_stream=asked_stream,
+            limit=limit,
+            max_bytes=max_bytes,
         )
         self._observer.decided(reading.outcome(tenant, last_event_id))
         return reading

@@ -243,6 +243,12 @@ export class TooManyReaders extends ServiceRefusal {
   static override readonly statuses = [503];
 }
 
+/** 503: the process sends as many pages of events at once as it may; retry later. */
+export class TooManyPages extends ServiceRefusal {
+  static override readonly code = "too_many_pages";
+  static override readonly statuses = [503];
+}
+
 /** 400: the request is not well-formed HTTP for this route (e.g. two `Last-Event-ID` headers). */
 export class BadRequest extends ServiceRefusal {
   static override readonly code = "bad_request";
@@ -376,6 +382,7 @@ const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(
     AmbiguousStream,
     NotAcceptable,
     TooManyReaders,
+    TooManyPages,
     BadRequest,
     MethodNotAllowed,
     HostNotAllowed,

@@ -66,6 +66,7 @@ export {
   StorageFailed,
   Superseded,
   TerminalGeneration,
+  TooManyPages,
   TooManyReaders,
   Unauthorized,
   UnexpectedContentType,

@@ -122,6 +122,13 @@ class TooManyReaders(ServiceRefusal):
     http_status = 503
 
 
+class TooManyPages(ServiceRefusal):
+    """503: the service process already sends as many pages of events as it may; retry."""
+
+    code = "too_many_pages"
+    http_status = 503
+
+
 class UnknownGeneration(ServiceRefusal):
     """404: no generation has this token (for this tenant)."""
 
