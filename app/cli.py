@@ -93,6 +93,10 @@ def _gateway(args: argparse.Namespace, settings: Settings) -> int:
         os.environ["EVENTLOG_GATEWAY_UPSTREAM"] = args.upstream
     if args.path:
         os.environ["EVENTLOG_GATEWAY_PATH"] = args.path
+    # A gateway's request stream is terminal once its response is stored; a client that
+    # missed the end resumes into it, so the gateway replays terminal generations unless
+    # told otherwise (docs/gateway.md).
+    os.environ.setdefault("EVENTLOG_TERMINAL_RESUME", "replay")
     try:
         settings = Settings()
     except (ValidationError, SettingsError) as error:
