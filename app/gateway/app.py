@@ -22,6 +22,7 @@ from app.api.app import create_app
 from app.api.deps import ApiState
 from app.api.health import readyz
 from app.api.problems import problem
+from app.errors import UpstreamUnreachable
 from app.gateway.endpoint import Gateway
 from app.gateway.metrics import GatewayMetrics
 from app.gateway.upstream import Upstream
@@ -48,7 +49,7 @@ def create_gateway_app(settings: Settings | None = None) -> FastAPI:
             return answer
         if not await gateway.upstream.reachable():
             return problem(
-                "upstream_unreachable",
+                UpstreamUnreachable.code,
                 "the upstream MCP server does not answer",
                 headers={"Retry-After": "5"},
             )
