@@ -25,6 +25,10 @@ The tree, with the code(s) each leaf answers with:
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
     │   ├── TooManyPages             too_many_pages
+
+
+    │   ├── CrossSession             cross_session (the gateway: a claim of another
+    │   │                            MCP session or credential; verdict `invalid`)
     │   └── NotAdmitted              the front door's, before the route's handler has a body
     │       ├── HostNotAllowed       host_not_allowed
     │       ├── OriginNotAllowed     origin_not_allowed
@@ -36,6 +40,10 @@ The tree, with the code(s) each leaf answers with:
     │       ├── BodyTimeout          body_timeout
     │       ├── InvalidJson          invalid_json
     │       └── InvalidText          validation_error
+    ├── UpstreamError                the gateway's upstream MCP server
+    │   ├── UpstreamUnavailable      upstream_unavailable (unreachable, or failing before
+    │   │                            it answered a forwarded request)
+    │   └── UpstreamUnreachable      upstream_unreachable (readiness: it does not answer)
     └── StorageError                 the database failed, or could not be reached
         ├── StorageUnavailable       database_unavailable (unreachable, restarting, busy)
         └── StorageFailed            storage_error
@@ -188,6 +196,13 @@ class DuplicateClaim(Rejected):
     code = "bad_request"
 
 
+class CrossSession(Rejected):
+    """The gateway: a claimed id belongs to another MCP session or another credential."""
+
+    code = "cross_session"
+    members = MappingProxyType({"verdict": Verdict.INVALID.value})
+
+
 class NotAdmitted(Rejected):
     """The front door turned the request away before its handler had a byte of the body."""
 
@@ -250,6 +265,22 @@ class InvalidText(NotAdmitted):
     """A string of the request is not valid UTF-8 (a lone surrogate)."""
 
     code = "validation_error"
+
+
+class UpstreamError(EventLogError):
+    """The gateway's upstream MCP server failed."""
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The upstream did not answer a forwarded request (unreachable, or failed first)."""
+
+    code = "upstream_unavailable"
+
+
+class UpstreamUnreachable(UpstreamError):
+    """Readiness: the upstream does not answer at all."""
+
+    code = "upstream_unreachable"
 
 
 class StorageError(EventLogError):
