@@ -1,4 +1,4 @@
-"""`mcp-eventlog serve | migrate | gc | admin …`: the service's command line."""
+"""`mcp-eventlog serve | gateway | migrate | gc | admin …`: the service's command line."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         # Only `serve` uses the keys: `migrate`, `gc` and `admin` work whatever they hold.
-        settings = Settings() if args.command == "serve" else Settings(keys=())
+        settings = Settings() if args.command in ("serve", "gateway") else Settings(keys=())
     except (ValidationError, SettingsError) as error:
         for line in configuration_errors(error):
             print(f"mcp-eventlog: configuration error: {line}", file=sys.stderr)
@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         upgrade(settings.database_url)
         log.info("schema is at the newest migration")
         return 0
+    if args.command == "gateway":
+        return _gateway(args, settings)
     return _serve(args, settings)
 
 
@@ -65,10 +67,45 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default EVENTLOG_HOST, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default EVENTLOG_PORT, 8080)")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    _add_gateway_parser(commands)
     commands.add_parser("migrate", help="bring the database schema to the newest migration")
     commands.add_parser("gc", help="run one retention pass now (expire, purge, trim) and exit")
     add_admin_parser(commands)
     return parser
+
+
+def _add_gateway_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    gateway = commands.add_parser(
+        "gateway", help="serve the service plus an MCP endpoint recording an upstream server"
+    )
+    gateway.add_argument(
+        "--upstream", help="the upstream MCP endpoint URL (default EVENTLOG_GATEWAY_UPSTREAM)"
+    )
+    gateway.add_argument("--path", help="the MCP endpoint's path (default /mcp)")
+    gateway.add_argument("--host", help="bind address (default EVENTLOG_HOST, 127.0.0.1)")
+    gateway.add_argument("--port", type=int, help="port (default EVENTLOG_PORT, 8080)")
+    gateway.set_defaults(workers=1)
+
+
+def _gateway(args: argparse.Namespace, settings: Settings) -> int:
+    """`serve`, with the MCP endpoint: the flags become the settings the factory reads."""
+    if args.upstream:
+        os.environ["EVENTLOG_GATEWAY_UPSTREAM"] = args.upstream
+    if args.path:
+        os.environ["EVENTLOG_GATEWAY_PATH"] = args.path
+    try:
+        settings = Settings()
+    except (ValidationError, SettingsError) as error:
+        for line in configuration_errors(error):
+            print(f"mcp-eventlog: configuration error: {line}", file=sys.stderr)
+        return 2
+    if not settings.gateway_upstream:
+        print(
+            "mcp-eventlog: gateway needs --upstream URL (or EVENTLOG_GATEWAY_UPSTREAM)",
+            file=sys.stderr,
+        )
+        return 2
+    return _serve(args, settings, factory="app.gateway.app:create_gateway_app")
 
 
 async def _collect_garbage(settings: Settings) -> RetentionPass:
@@ -85,7 +122,9 @@ async def _admin(args: argparse.Namespace) -> int:
         return await run_admin(args, client)
 
 
-def _serve(args: argparse.Namespace, settings: Settings) -> int:
+def _serve(
+    args: argparse.Namespace, settings: Settings, factory: str = "app.api.app:create_app"
+) -> int:
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
     if not settings.keys and not _is_loopback(host):
@@ -102,7 +141,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if migrate:
         upgrade(settings.database_url)
     uvicorn.run(
-        "app.api.app:create_app",
+        factory,
         factory=True,
         host=host,
         port=port,

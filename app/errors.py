@@ -22,6 +22,8 @@ The tree, with the code(s) each leaf answers with:
     │   ├── AmbiguousStream          ambiguous_stream
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
+    │   ├── CrossSession             cross_session (the gateway: a claim of another
+    │   │                            MCP session or credential; verdict `invalid`)
     │   └── NotAdmitted              the front door's, before the route's handler has a body
     │       ├── HostNotAllowed       host_not_allowed
     │       ├── OriginNotAllowed     origin_not_allowed
@@ -33,6 +35,8 @@ The tree, with the code(s) each leaf answers with:
     │       ├── BodyTimeout          body_timeout
     │       ├── InvalidJson          invalid_json
     │       └── InvalidText          validation_error
+    ├── UpstreamUnavailable          upstream_unavailable (the gateway's upstream MCP
+    │                                server unreachable, or failing before it answered)
     └── StorageError                 the database failed, or could not be reached
         ├── StorageUnavailable       database_unavailable (unreachable, restarting, busy)
         └── StorageFailed            storage_error
@@ -165,6 +169,13 @@ class TooManyReaders(Rejected):
     code = "too_many_readers"
 
 
+class CrossSession(Rejected):
+    """The gateway: a claimed id belongs to another MCP session or another credential."""
+
+    code = "cross_session"
+    members = MappingProxyType({"verdict": Verdict.INVALID.value})
+
+
 class NotAdmitted(Rejected):
     """The front door turned the request away before its handler had a byte of the body."""
 
@@ -227,6 +238,12 @@ class InvalidText(NotAdmitted):
     """A string of the request is not valid UTF-8 (a lone surrogate)."""
 
     code = "validation_error"
+
+
+class UpstreamUnavailable(EventLogError):
+    """The gateway's upstream did not answer (unreachable, or failed before answering)."""
+
+    code = "upstream_unavailable"
 
 
 class StorageError(EventLogError):

@@ -123,6 +123,38 @@ class Settings(BaseSettings):
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)
 
+    # The gateway (`mcp-eventlog gateway`, docs/gateway.md).
+    gateway_upstream: str | None = Field(
+        default=None, description="The MCP server the gateway forwards to (its endpoint URL)."
+    )
+    gateway_path: str = Field(
+        default="/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The gateway's MCP path."
+    )
+    gateway_tenant: str = Field(
+        default="default", min_length=1, max_length=64, description="Tenant of recorded streams."
+    )
+    gateway_secret: str | None = Field(
+        default=None,
+        min_length=16,
+        repr=False,
+        description="Key of the session scopes' HMAC; replicas must share it. Default: random "
+        "per process (one gateway process only).",
+    )
+    gateway_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    gateway_read_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="Longest silence of an upstream response."
+    )
+    gateway_max_connections: int = Field(default=1_000, ge=1, description="Upstream connections.")
+    gateway_max_event_bytes: int = Field(
+        default=16 * 1_048_576, ge=1, description="Largest SSE event read from the upstream."
+    )
+    gateway_reconnects: int = Field(
+        default=3, ge=0, description="Reconnects to an upstream stream that gave event ids."
+    )
+    gateway_shutdown_grace_seconds: float = Field(
+        default=10.0, ge=0, description="How long shutdown waits for in-flight recordings."
+    )
+
     @field_validator("keys", mode="before")
     @classmethod
     def _keys_from_json(cls, value: Any) -> Any:

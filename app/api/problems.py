@@ -73,6 +73,9 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
             408, "the body did not arrive within EVENTLOG_BODY_TIMEOUT_SECONDS"
         ),
         "body_too_large": ProblemCode(413, "the body is over EVENTLOG_MAX_BODY_BYTES", _CLOSE),
+        "cross_session": ProblemCode(
+            409, "the gateway: a claim of another MCP session or another credential"
+        ),
         "cross_stream": ProblemCode(
             409, "a live read's claim names a generation of another stream"
         ),
@@ -121,6 +124,12 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         "unknown_stream": ProblemCode(404, "no stream has this id (for this tenant)"),
         "unsupported_media_type": ProblemCode(
             415, "the body is not declared as JSON, or is encoded"
+        ),
+        "upstream_unavailable": ProblemCode(
+            502, "the gateway's upstream MCP server is unreachable or failed before answering"
+        ),
+        "upstream_unreachable": ProblemCode(
+            503, "readiness: the gateway's upstream MCP server does not answer", _RETRY
         ),
         "validation_error": ProblemCode(
             422, "the request does not match the schema, or breaks a rule of the contract"
