@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.databases import empty_postgres
+from tests.support.gateway import gateway_process_of
 from tests.support.processes import ServerProcess
-from tests.support.upstreams import gateway_process, upstream_process
+from tests.support.upstreams import upstream_process
 
 
 @dataclass
@@ -61,9 +62,8 @@ def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayFactor
                     asyncio.run(empty_postgres(database_url))
                     emptied.add(database_url)
                 up = stack.enter_context(upstream_process(upstream, workdir))
-                server = stack.enter_context(
-                    gateway_process(database_url, up.base_url, workdir, env=env)
-                )
+                gateway = gateway_process_of(f"{up.base_url}/mcp", database_url, workdir, env)
+                server = stack.enter_context(gateway)
                 running[key] = Gateway(server, up, database_url)
             return running[key]
 

@@ -111,7 +111,7 @@ async def test_a_client_side_cut_then_an_explicit_resume_on_a_new_transport(
     The gateway went on reading the upstream meanwhile."""
     gateway = gateway_of(db, upstream)
     program = [
-        {"op": "call", "arguments": {"n": 12, "interval_ms": 40}, "drop_after_tokens": 5},
+        {"op": "call", "arguments": {"n": 12, "delay": 0.04}, "drop_after_tokens": 5},
         {"op": "resume", "token": {"call": 0, "index": -1}},
     ]
     async with mcp_client(client, gateway.url, program) as run:
@@ -130,7 +130,7 @@ async def test_a_proxy_cut_then_the_clients_own_reconnect(
     """A TCP proxy between client and gateway resets the connection mid-stream; the
     client's transport reconnects by itself with Last-Event-ID and gets the rest, once."""
     gateway = gateway_of(db, upstream)
-    program = [{"op": "call", "arguments": {"n": 12, "interval_ms": 60}, "timeout_ms": 30000}]
+    program = [{"op": "call", "arguments": {"n": 12, "delay": 0.06}, "timeout_ms": 30000}]
     with TcpProxy(gateway.server.port) as proxy:
         async with mcp_client(client, proxy.base_url, program) as run:
             await run.until(progress_count(0, 4))

@@ -80,21 +80,3 @@ def upstream(name: str, workdir: Path) -> Iterator[str]:
     """The upstream `name` running on a free port; yields its base URL."""
     with upstream_process(name, workdir) as server:
         yield server.base_url
-
-
-def gateway_process(
-    database_url: str,
-    upstream_url: str,
-    workdir: Path,
-    *,
-    port: int | None = None,
-    env: dict[str, str] | None = None,
-) -> ServerProcess:
-    """`mcp-eventlog gateway --upstream URL` on `database_url` (migrated on start), not
-    yet started; ready once `/healthz` answers."""
-    port = port or free_port()
-    log = workdir / f"gateway-{port}.log"
-    settings = {"EVENTLOG_MIGRATE_ON_START": "true", **(env or {})}
-    server = ServerProcess(database_url, log_path=log, env=settings, cwd=workdir, port=port)
-    server.argv = ("-m", "app", "gateway", "--upstream", upstream_url, "--port", str(port))
-    return server

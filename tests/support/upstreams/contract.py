@@ -1,9 +1,10 @@
 """The upstreams' one tool, `progress`, as every upstream of the matrix serves it.
 
-Arguments: `n` (steps), `interval_ms` (a pause before each step), `pad` (characters added
+Arguments: `n` (steps), `delay` (seconds paused before each step), `pad` (characters added
 to each step's message), `result_bytes` (a result text of that size instead). It sends
 progress notifications 1..n (total n, message `step i`) for the request's progress token,
-then returns the text `counted to n`.
+then returns the text `counted to n`. (The Python SDK upstream, `python_server.py`, takes
+the same arguments and more: gates for ordering.)
 """
 
 from __future__ import annotations

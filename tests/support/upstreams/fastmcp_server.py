@@ -22,13 +22,13 @@ server = FastMCP("fastmcp-upstream")
 
 @server.tool
 async def progress(
-    n: int, ctx: Context, interval_ms: int = 0, pad: int = 0, result_bytes: int = 0
+    n: int, ctx: Context, delay: float = 0.0, pad: int = 0, result_bytes: int = 0
 ) -> str:
-    """Report progress 1..n (a pause of `interval_ms` before each), then return."""
+    """Report progress 1..n (a pause of `delay` seconds before each), then return."""
     padding = "x" * pad
     for step in range(1, n + 1):
-        if interval_ms:
-            await anyio.sleep(interval_ms / 1000)
+        if delay:
+            await anyio.sleep(delay)
         await ctx.report_progress(step, n, f"step {step}{padding}")
     return result_text(n, result_bytes)
 

@@ -5,7 +5,7 @@
 // generator, one transport per session).
 //
 // Its one tool, `progress`, is the upstream contract of tests/support/upstreams: arguments
-// `n` (steps), `interval_ms` (a pause before each step), `pad` (characters added to each
+// `n` (steps), `delay` (seconds paused before each step), `pad` (characters added to each
 // step's message) and `result_bytes` (a result text of that size); it sends progress
 // 1..n (total n, message "step i") for the request's progress token, then returns the text
 // "counted to n".
@@ -18,7 +18,7 @@ const port = Number(portText);
 
 const inputSchema = {
   n: z.number().int(),
-  interval_ms: z.number().int().optional(),
+  delay: z.number().optional(),
   pad: z.number().int().optional(),
   result_bytes: z.number().int().optional(),
 };
@@ -33,7 +33,7 @@ function resultText(args) {
 async function progress(args, progressToken, notify) {
   const padding = 'x'.repeat(args.pad ?? 0);
   for (let step = 1; step <= args.n; step++) {
-    if (args.interval_ms) await new Promise((resolve) => setTimeout(resolve, args.interval_ms));
+    if (args.delay) await new Promise((resolve) => setTimeout(resolve, args.delay * 1000));
     if (progressToken !== undefined) {
       await notify({
         method: 'notifications/progress',
