@@ -33,6 +33,13 @@ class Gateway:
 
 
 GatewayFactory = Callable[..., Gateway]
+MATRIX_SETTINGS = {
+    # A stream resumed after its result replays the rest (the case); the service's
+    # default policy (`reset`) would refuse every resume into a finished generation.
+    "EVENTLOG_TERMINAL_RESUME": "replay",
+    # Sessions the clients leave open keep standalone GET streams: do not wait 10 s on them.
+    "EVENTLOG_GATEWAY_SHUTDOWN_GRACE_SECONDS": "2",
+}
 
 
 def database_of(request: pytest.FixtureRequest, db: str, workdir: Path, name: str) -> str:
@@ -62,7 +69,8 @@ def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayFactor
                     asyncio.run(empty_postgres(database_url))
                     emptied.add(database_url)
                 up = stack.enter_context(upstream_process(upstream, workdir))
-                gateway = gateway_process_of(f"{up.base_url}/mcp", database_url, workdir, env)
+                settings = {**MATRIX_SETTINGS, **env}
+                gateway = gateway_process_of(f"{up.base_url}/mcp", database_url, workdir, settings)
                 server = stack.enter_context(gateway)
                 running[key] = Gateway(server, up, database_url)
             return running[key]

@@ -111,7 +111,7 @@ async def test_a_client_side_cut_then_an_explicit_resume_on_a_new_transport(
     The gateway went on reading the upstream meanwhile."""
     gateway = gateway_of(db, upstream)
     program = [
-        {"op": "call", "arguments": {"n": 12, "delay": 0.04}, "drop_after_tokens": 5},
+        {"op": "call", "arguments": {"n": 12, "delay": 0.15}, "drop_after_tokens": 5},
         {"op": "resume", "token": {"call": 0, "index": -1}},
     ]
     async with mcp_client(client, gateway.url, program) as run:

@@ -51,7 +51,9 @@ class Driver:
         sys.stdout.flush()
 
     @asynccontextmanager
-    async def _client(self, join: bool, op: int) -> AsyncIterator[ClientSession]:
+    async def _client(
+        self, join: bool, op: int, on_message: Any = None
+    ) -> AsyncIterator[ClientSession]:
         ids: list[str] = []
 
         async def remember(response: httpx2.Response) -> None:
@@ -71,7 +73,7 @@ class Driver:
                 read,
                 write,
             ),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, message_handler=on_message) as session,
         ):
             if not join:
                 await session.initialize()
@@ -108,8 +110,14 @@ class Driver:
         )
         try:
             with anyio.fail_after(spec.get("timeout_ms", 20000) / 1000):
+                # A resumed request waits under a new id: the replayed notifications carry
+                # the original request's progress token, so `resume` counts them from the
+                # session's message handler instead.
                 result = await session.send_request(
-                    request, types.CallToolResult, metadata=metadata, progress_callback=on_progress
+                    request,
+                    types.CallToolResult,
+                    metadata=metadata,
+                    progress_callback=on_progress if token is None else None,
                 )
         except MCPError as error:
             self.print(
@@ -161,8 +169,7 @@ class Driver:
 
             tasks.start_soon(lambda: self._send(session, op, spec, None, on_token=on_token))
         self.main = None
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await stack.aclose()
+        await stack.aclose()  # in the scope it was entered in (anyio's rule)
 
     async def resume(self, op: int, spec: dict[str, Any]) -> None:
         wanted = spec["token"]
@@ -173,7 +180,12 @@ class Driver:
         else:
             token = self.tokens[wanted["call"]][wanted["index"]]
         self.print(op, "resuming", token=token)
-        async with self._client(True, op) as session:
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ProgressNotification):
+                self.print(op, "progress", progress=message.params.progress)
+
+        async with self._client(True, op, on_message) as session:
             await self._send(session, op, spec, token)
 
     async def run(self) -> None:
