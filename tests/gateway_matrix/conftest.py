@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,9 @@ def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayFactor
                 name = f"{db}-{upstream}-{len(running)}"
                 database_url = database_of(request, db, workdir, name)
                 if db == "postgresql" and database_url not in emptied:
-                    asyncio.run(empty_postgres(database_url))
+                    # Tests run in an event loop: empty it from a thread with its own.
+                    with ThreadPoolExecutor(1) as pool:
+                        pool.submit(asyncio.run, empty_postgres(database_url)).result()
                     emptied.add(database_url)
                 up = stack.enter_context(upstream_process(upstream, workdir))
                 settings = {**MATRIX_SETTINGS, **env}

@@ -4,7 +4,8 @@
 to the target, byte for byte, in its own thread (so sync and async tests alike can use
 it). `cut()` aborts every connection open right now in both directions (a reset, no
 goodbye), and new connections are relayed again afterwards: a client that reconnects
-gets through. `refusing` makes it refuse new connections until cleared.
+gets through. `refusing` makes it refuse new connections until cleared; `target_port`
+may be changed at any time (new connections go there: a load balancer's failover).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class TcpProxy:
         self.refusing = False
         self.accepted = 0
         self.cuts = 0
+        self.targets: list[int] = []  # the target port of each connection relayed
         self._loop = asyncio.new_event_loop()
         self._pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -74,12 +76,14 @@ class TcpProxy:
             return
         self.accepted += 1
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+            target = self.target_port
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
         except OSError:
             writer.transport.abort()
             return
         pair = (writer, up_writer)
         self._pairs.add(pair)
+        self.targets.append(target)
         try:
             await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
         finally:
