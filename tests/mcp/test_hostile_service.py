@@ -2,10 +2,10 @@
 
 Real processes: the hostile fake service (`tests.support.hostile_service`), the test MCP
 server with the store pointed at it (its writer key picks the misbehaviour), and the SDK's
-client. The `ws-…` keys accept the store's append channel and then answer its frames with
-garbage, nothing, or a closed channel. Before issue 21.3 an HTML answer raised `JSONDecodeError` out of `store_event`
-(the SDK answered 500 and the session ended), a drip held the session for good, and an
-endless body grew the MCP server without bound.
+client. The `ws-…` keys accept the store's append channel and then answer its frames
+with garbage, nothing, or a closed channel. Before issue 21.3 an HTML answer raised
+`JSONDecodeError` out of `store_event` (the SDK answered 500 and the session ended), a
+drip held the session for good, and an endless body grew the MCP server without bound.
 """
 
 from __future__ import annotations
