@@ -5,9 +5,8 @@
 the append channel, and the outcome says which appends fell back to REST) with the key
 that picks the misbehaviour (`tests.support.hostile_service`) and prints one JSON line:
 the error it raised (class, code, the classes it is an instance of), how long it took,
-and how much
-the process's peak RSS grew during the call (`VmHWM`), so the test judges memory in
-the client's own process, apart from pytest's.
+and how much the process's peak RSS grew during the call (`VmHWM`), so the test judges
+memory in the client's own process, apart from pytest's.
 """
 
 from __future__ import annotations
