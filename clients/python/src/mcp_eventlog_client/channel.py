@@ -60,6 +60,8 @@ DEFAULT_MAX_IN_FLIGHT: Final = 32
 DEFAULT_MAX_FRAME_BYTES: Final = 1024 * 1024
 """Larger appends go over REST, where an oversized body is a 413 rather than a closed
 channel (every frame in flight would be resent)."""
+TRY_AGAIN_LATER: Final = 1013
+"""The close code of a channel the key may not hold (`too_many_channels`)."""
 DEFAULT_MAX_ANSWER_BYTES: Final = 1024 * 1024
 """An answer to a batch of 1,000 events is about 50 KB."""
 
@@ -99,6 +101,7 @@ class _Link:
     ws: ClientConnection
     frames: deque[_Frame] = field(default_factory=deque)
     error: EventLogError | None = None
+    unavailable: ChannelUnavailable | None = None
     closed: bool = False
     reader: asyncio.Task[None] | None = None
 
@@ -287,6 +290,10 @@ class AppendChannel:
                     self._fail(link, problem)
                     break
         except ConnectionClosed as closed:
+            if closed.rcvd is not None and closed.rcvd.code == TRY_AGAIN_LATER:
+                # The key holds as many channels as the service allows: REST for a while.
+                self._down_until = time.monotonic() + self.retry_seconds
+                link.unavailable = self._fallback("too_many_channels", closed.rcvd.reason)
             if link.error is None:
                 how = closed.rcvd or closed.sent
                 said = f" ({how.code} {how.reason})".rstrip() if how is not None else ""
@@ -361,6 +368,10 @@ class AppendChannel:
             keep = self._survivors(link, error)
             link.frames.clear()
             if not keep:
+                return
+            if link.unavailable is not None:
+                for frame in keep:  # their callers send them over REST (same first_seq)
+                    frame.future.set_exception(link.unavailable)
                 return
             log.warning(
                 "the append channel %s dropped (%s); resending %d frame(s)",
