@@ -25,8 +25,6 @@ The tree, with the code(s) each leaf answers with:
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
     │   ├── TooManyPages             too_many_pages
-
-
     │   ├── CrossSession             cross_session (the gateway: a claim of another
     │   │                            MCP session or credential; verdict `invalid`)
     │   └── NotAdmitted              the front door's, before the route's handler has a body

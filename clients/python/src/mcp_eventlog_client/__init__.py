@@ -12,6 +12,7 @@ async with EventLogClient("http://127.0.0.1:8080") as log:
 ```
 """
 
+from mcp_eventlog_client.channel import AppendChannel, ChannelUnavailable
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection, default_transport
 from mcp_eventlog_client.errors import (
     AmbiguousStream,
@@ -79,17 +80,20 @@ from mcp_eventlog_client.models import (
     StreamView,
 )
 from mcp_eventlog_client.verdict import Verdict
-from mcp_eventlog_client.writer import EventLogClient
+from mcp_eventlog_client.writer import AppendTransport, EventLogClient
 
 __all__ = [
     "AmbiguousStream",
+    "AppendChannel",
     "AppendResult",
+    "AppendTransport",
     "BackgroundTaskDown",
     "BadRequest",
     "BatchTooLarge",
     "BeyondTail",
     "BodyTimeout",
     "BodyTooLarge",
+    "ChannelUnavailable",
     "CrossSession",
     "CrossStream",
     "DatabaseUnavailable",
