@@ -127,8 +127,17 @@ export class AppendChannel {
   readonly maxInFlight: number;
   readonly retry: RetryPolicy;
   readonly retryAfterMs: number;
-  /** Counts: frames answered, frames sent again after a drop, channels opened, and failed. */
-  readonly counts = { answered: 0, resent: 0, opened: 0, openFailures: 0, broken: 0 };
+  /** Counts: frames answered, frames sent again after a drop, channels opened, channels that
+   *  could not be opened, channels closed for sending what is not an answer, and the most
+   *  frames ever unanswered at once. */
+  readonly counts = {
+    answered: 0,
+    resent: 0,
+    opened: 0,
+    openFailures: 0,
+    broken: 0,
+    peakInFlight: 0,
+  };
   private readonly headers: Record<string, string>;
   private readonly queue: Frame[] = [];
   private socket: Socket | undefined;
@@ -264,6 +273,7 @@ export class AppendChannel {
       frame.attempts += 1;
       frame.wireId = this.nextId++;
       socket.sent.push(frame);
+      this.counts.peakInFlight = Math.max(this.counts.peakInFlight, socket.sent.length);
       frame.timer = setTimeout(() => this.timedOut(socket, frame), this.timeoutMs);
       socket.ws.send(JSON.stringify({ id: frame.wireId, ...frame.body }));
     }
