@@ -110,6 +110,10 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         log_level=settings.log_level,
         log_config=logging_config(settings),
         access_log=False,
+        # The append channel (`GET /v1/append`): a frame is bounded as a body is, and sent
+        # as it is (compression would cost every frame CPU and open a decompression bomb).
+        ws_max_size=settings.max_body_bytes,
+        ws_per_message_deflate=False,
     )
     return 0
 

@@ -119,6 +119,18 @@ class Settings(BaseSettings):
         default=0.1, gt=0, description="SQLite: how often other processes' commits are looked for."
     )
 
+    # The append channel (`GET /v1/append`, a WebSocket; issue 19).
+    channel_max_in_flight: int = Field(
+        default=64, ge=1, description="Unanswered frames per channel; past it, reading stops."
+    )
+    channel_max_per_key: int = Field(default=64, ge=1, description="Open channels per key.")
+    channel_idle_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A channel with nothing in flight that sends nothing this long is closed; "
+        "so is one whose producer does not read an answer for this long.",
+    )
+
     decision_log: bool = True
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)
