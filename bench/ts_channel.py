@@ -134,6 +134,12 @@ def suite(plan: Plan, workdir: Path) -> Results:
         "ratio_store_rest_to_rest_append": _spread(
             [c / r for c, r in zip(store_rest_p50, rest_p50, strict=True)]
         ),
+        "client_cpu_ms_per_message_channel": _spread(
+            [r["channel"]["client_cpu_ms_per_message"] for r in rows]
+        ),
+        "client_cpu_ms_per_message_rest": _spread(
+            [r["store_rest"]["client_cpu_ms_per_message"] for r in rows]
+        ),
         "unstored": sum(r["channel"]["unstored"] + r["store_rest"]["unstored"] for r in rows),
         "channel_fallbacks": sum(r["channel"]["channel_fallbacks"] for r in rows),
         "goal": "store_channel_p50 / rest_append_p50 <= 1.0",
@@ -169,6 +175,8 @@ def table(result: Results) -> str:
         f"| **store over the channel ÷ REST append** (goal ≤ 1.0x) | "
         f"{cell('ratio_store_channel_to_rest_append', 'x')} |",
         f"| store over REST ÷ REST append | {cell('ratio_store_rest_to_rest_append', 'x')} |",
+        f"| Node CPU per stored message, channel | {cell('client_cpu_ms_per_message_channel')} |",
+        f"| Node CPU per stored message, REST | {cell('client_cpu_ms_per_message_rest')} |",
         "",
         f"Messages unstored: {s['unstored']}; appends that fell back to REST: "
         f"{s['channel_fallbacks']}.",
