@@ -13,6 +13,12 @@ export {
   type ResumeOptions,
 } from "./client.js";
 export {
+  AppendChannel,
+  type ChannelAppend,
+  type ChannelOptions,
+  ChannelUnavailable,
+} from "./channel.js";
+export {
   type ConnectionOptions,
   DEFAULT_RETRY,
   DEFAULT_URL,
