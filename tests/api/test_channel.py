@@ -37,7 +37,7 @@ WRITER_C = "channel-writer-key-tenant-c-03"  # only the per-key limit's test use
 ADMIN = "channel-admin-key-operators-04"
 MAX_IN_FLIGHT = 4
 MAX_PER_KEY = 6
-IDLE_SECONDS = 4
+IDLE_SECONDS = 10  # long enough that a starved test client is not taken for a silent one
 MAX_BODY = 20_000
 KEYS = [
     {"scope": "writer", "tenant": "a", "key": WRITER_A},
@@ -327,44 +327,50 @@ async def test_a_flooding_producer_gets_every_answer_in_order(
 
 
 async def test_a_producer_that_stops_reading_is_held_back_then_closed(
-    server: ServerProcess, base: str
+    server: ServerProcess, base: str, http: httpx.AsyncClient
 ) -> None:
     """A producer that sends and never reads: once the sockets' buffers hold all the
     answers they can, the service stops reading it (at most `MAX_IN_FLIGHT` frames taken
-    past the answer it cannot send, so the producer's sends block), and closes it (1008
-    `not_reading`) once an answer stayed unsent for the idle timeout; meanwhile another
-    channel is served and the process's memory stays put.
+    past the answer it cannot send), and closes it (1008 `not_reading`) once an answer
+    stayed unsent for the idle timeout: the append sent last is never read, so never
+    stored. Meanwhile another channel is served, and the process's memory stays put.
 
-    The frames are malformed ones, answered at once with a 422 a hundred times their size,
-    so that the answers fill the buffers quickly."""
+    The frames before it are malformed ones, answered at once with a 422 twenty times
+    their size: 200,000 answers are far more than any socket buffer holds."""
+    token = await open_generation(http, "not-reading")
     sock = socket.create_connection(("127.0.0.1", server.port))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     # No keepalive: its ping would wait in the socket behind the frames, unread.
     ws = await channel(base, sock=sock, max_queue=1, ping_interval=None)
     closed_before = server.log().count("not_reading")
     before = server.rss()
-    sent = 0
-    held = 0  # sends in a row that did not go out within 2 s
-    while held < 3:  # the service stopped reading: the producer's sends are held back
-        try:
-            await asyncio.wait_for(ws.send("x"), 2.0)
-            held = 0
-        except TimeoutError:
-            held += 1
-        sent += 1
-        assert sent < 5_000_000, "the service never stopped reading"
-    grown = server.rss() - before
-    async with channel(base) as other:
-        await other.send(json.dumps({"id": 1, "generation": "x", "events": [{"data": "y"}]}))
-        assert (await answer_of(other))["status"] == 404
+    last = json.dumps({"id": "last", "generation": token, "events": [{"data": "x"}]})
 
-    # A backlog of frames in the socket's buffers is worked off first: patience.
-    async with asyncio.timeout(4 * WAIT):
-        while server.log().count("not_reading") == closed_before:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
-    ws.transport.abort()
-    await asyncio.wait_for(ws.wait_closed(), WAIT)
-    print(f"\nheld back after {sent} frames; the process grew {grown / MIB:.1f} MiB")
+    async def flood() -> None:
+        for n in range(200_000):
+            await ws.send("x")
+            if n % 1_000 == 0:
+                await asyncio.sleep(0)  # let the loop write what the sends buffered
+        await ws.send(last)
+
+    flooding = asyncio.create_task(flood())
+    try:
+        async with channel(base) as other:
+            frame = {"id": 1, "generation": "x", "events": [{"data": "y"}]}
+            await other.send(json.dumps(frame))
+            assert (await answer_of(other))["status"] == 404
+        # A backlog of frames in the socket's buffers is worked off first: patience.
+        async with asyncio.timeout(4 * WAIT):
+            while server.log().count("not_reading") == closed_before:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+        grown = server.rss() - before
+    finally:
+        flooding.cancel()
+        ws.transport.abort()
+        await asyncio.gather(flooding, return_exceptions=True)
+    page = (await http.get(f"/v1/generations/{token}/events")).json()
+    assert page["tail_seq"] == 0  # the last frame was never read
+    print(f"\nheld back; the process grew {grown / MIB:.1f} MiB")
     assert grown < 64 * MIB
 
 
