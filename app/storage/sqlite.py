@@ -33,7 +33,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Column, Table, create_engine, event
+from sqlalchemy import Column, ColumnElement, Table, create_engine, event
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -84,6 +84,12 @@ class SqliteDialect(Dialect):
     async def exclusive(self, engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
         """Always held: one machine serves the file, and its writes are serialised anyway."""
         yield True
+
+    def starts_with(self, column: Column[str], prefix: str) -> ColumnElement[bool]:
+        """`GLOB 'prefix*'`: SQLite's `LIKE` ignores ASCII letter case, `GLOB` does not (and
+        uses the index as `LIKE` would). `*`, `?` and `[` of the prefix match themselves."""
+        escaped = "".join(f"[{c}]" if c in "*?[" else c for c in prefix)
+        return column.op("GLOB")(escaped + "*")
 
 
 def _stdlib_engine(settings: Settings) -> Engine:
