@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -69,11 +70,13 @@ class AdminClient:
 
     async def stream(self, stream_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """A stream with all its generations."""
-        return await self._call("GET", f"/streams/{stream_id}", params={"tenant": tenant})
+        return await self._call(
+            "GET", f"/streams/{path_segment(stream_id)}", params={"tenant": tenant}
+        )
 
     async def generation(self, token: str) -> dict[str, Any]:
         """One generation."""
-        return await self._call("GET", f"/generations/{token}")
+        return await self._call("GET", f"/generations/{path_segment(token)}")
 
     async def explain(
         self, last_event_id: str, *, stream_id: str | None = None, tenant: str | None = None
@@ -124,6 +127,14 @@ class AdminClient:
             raise _refusal(response)
         body: dict[str, Any] = response.json()
         return body
+
+
+def path_segment(value: str) -> str:
+    """`value` as one path segment that means itself: every reserved character escaped,
+    and a segment of dots alone (`.`, `..`, which URL normalisation would remove, asking
+    about another path) escaped too, so that the service sees and refuses it."""
+    segment = quote(value, safe="")
+    return segment.replace(".", "%2E") if segment.strip(".") == "" else segment
 
 
 def _refusal(response: httpx.Response) -> AdminError:

@@ -37,6 +37,7 @@ class NotReady(StrEnum):
 
     DATABASE = "database"
     SCHEMA = "schema"
+    WRITES = "writes"
     BACKGROUND = "background"
 
 
@@ -91,6 +92,10 @@ class Container:
                 NotReady.SCHEMA,
                 f"the schema is at {revision or 'nothing'}; the newest migration is {self._head}",
             )
+        try:
+            await self.database.check_writable()
+        except StorageError as error:
+            return NotReady.WRITES, f"the database cannot be written: {error.detail}"
         if self.background.down:
             return NotReady.BACKGROUND, f"restarting: {', '.join(sorted(self.background.down))}"
         return None

@@ -31,7 +31,7 @@ from app.api.params import After, PageSize, QueryInt, StreamId, Token
 from app.api.problems import problem_responses
 from app.api.schemas import PageResponse
 from app.domain.decision import Reason, Verdict
-from app.domain.ids import STREAM_ID_PATTERN, StreamKey
+from app.domain.ids import STREAM_ID_MAX_LENGTH, STREAM_ID_PATTERN, StreamKey
 from app.errors import InvalidRequest
 
 router = APIRouter(
@@ -155,7 +155,9 @@ async def explain(
 @router.get("/decisions", responses=problem_responses(422))
 async def list_decisions(
     admin: AdminServiceDep,
-    stream_id: Annotated[str | None, Query(pattern=STREAM_ID_PATTERN)] = None,
+    stream_id: Annotated[
+        str | None, Query(pattern=STREAM_ID_PATTERN, max_length=STREAM_ID_MAX_LENGTH)
+    ] = None,
     verdict: Verdict | None = None,
     reason: Reason | None = None,
     tenant: Tenant = None,

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas import Generation, RecordView
 from app.domain.decision import Reason, Verdict
-from app.domain.ids import STREAM_ID_PATTERN
+from app.domain.ids import STREAM_ID_MAX_LENGTH, STREAM_ID_PATTERN
 
 
 class AdminGeneration(Generation):
@@ -68,7 +68,9 @@ class ExplainRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     last_event_id: str
-    stream_id: str | None = Field(default=None, pattern=STREAM_ID_PATTERN)
+    stream_id: str | None = Field(
+        default=None, pattern=STREAM_ID_PATTERN, max_length=STREAM_ID_MAX_LENGTH
+    )
     tenant: str | None = Field(default=None, pattern=r"^[^\x00]{1,64}$")
 
 

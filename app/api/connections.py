@@ -113,10 +113,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self.limits = process_limits()
         # Between the end of one request (or the connection's start) and the end of the
-        # next one's head: bytes of it seen so far, header lines, its deadline.
+        # next one's head: bytes of it seen so far, its deadline.
         self._in_head = True
         self._head_bytes = 0
-        self._header_count = 0
+        self._head_deadline: float | None = None  # None: no head is being read
+        # One timer per connection, not per request: it is re-armed for the deadline of
+        # the head being read when it fires early (a kept-alive connection's later heads).
         self._head_timer: asyncio.TimerHandle | None = None
         self._refusal: tuple[str, str] | None = None
 
@@ -129,19 +131,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 "(EVENTLOG_MAX_CONNECTIONS)",
             )
             return
-        self._arm_head_timer()
+        self._start_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self.transport.is_closing():
-            return
+        # (A closed transport reads nothing more: no check for a refusal already sent.)
         if not self._in_head:
             self._feed(data)
             return
-        self._arm_head_timer()
+        if self._head_deadline is None:
+            self._start_head()
         room = self.limits.max_header_bytes - self._head_bytes
         if len(data) <= room:
             self._head_bytes += len(data)
@@ -178,24 +180,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.logger.warning(msg)
             self.send_400_response(msg)
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._header_count = 0
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        if self._header_count > self.limits.max_headers:
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_deadline = None
+        # Counted once the head is whole (the byte limit already bounds what it holds):
+        # no cost per header line.
+        if len(self.headers) > self.limits.max_headers:
             self._refusal = (
                 "headers_too_large",
                 f"the request has more than {self.limits.max_headers} headers "
                 "(EVENTLOG_MAX_HEADERS)",
             )
             raise _Refused
-        super().on_header(name, value)
-
-    def on_headers_complete(self) -> None:
-        self._in_head = False
-        self._cancel_head_timer()
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -203,11 +199,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = True
         self._head_bytes = 0
 
-    def _arm_head_timer(self) -> None:
+    def _start_head(self) -> None:
+        """A head begins (the connection opened, or a next request's first bytes came)."""
+        self._head_deadline = self.loop.time() + self.limits.header_timeout
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(
-                self.limits.header_timeout, self._head_timed_out
-            )
+            self._head_timer = self.loop.call_at(self._head_deadline, self._head_timed_out)
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -216,7 +212,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing():
+        deadline = self._head_deadline
+        if self.transport.is_closing() or deadline is None:
+            return  # closed, or between requests (the next head arms the timer again)
+        if self.loop.time() < deadline:  # set since: a later request's head
+            self._head_timer = self.loop.call_at(deadline, self._head_timed_out)
             return
         if self.cycle is not None and not self.cycle.response_complete:
             # A pipelined head that dawdles behind a response still being sent: the

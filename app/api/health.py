@@ -19,6 +19,7 @@ _RETRY = {"Retry-After": "5"}
 _CODES = {
     NotReady.DATABASE: "database_unavailable",
     NotReady.SCHEMA: "schema_not_current",
+    NotReady.WRITES: "database_unavailable",
     NotReady.BACKGROUND: "background_task_down",
 }
 
@@ -42,7 +43,8 @@ async def healthz() -> Alive:
 @router.head("/readyz", response_model=Health, include_in_schema=False)
 @router.get("/readyz", response_model=Health, responses=problem_responses(503))
 async def readyz(request: Request) -> Health | Response:
-    """Ready: the database answers, its schema is the newest and no background task is down."""
+    """Ready: the database answers, its schema is the newest, a write can commit, and no
+    background task is down."""
     unready = await api_state(request).container.unready()
     if unready is None:
         return Health(status="ok")

@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from fastapi import Path, Query
 from pydantic import BeforeValidator
 
-from app.domain.ids import MAX_SEQ, STREAM_ID_PATTERN
+from app.domain.ids import MAX_SEQ, STREAM_ID_MAX_LENGTH, STREAM_ID_PATTERN
 
 _DECIMAL = re.compile(r"[0-9]{1,20}", re.ASCII)
+_DECIMAL_NUMBER = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,9})?", re.ASCII)
 
 
 def _decimal(value: Any) -> Any:
@@ -21,16 +22,27 @@ def _decimal(value: Any) -> Any:
     return value
 
 
+def _decimal_number(value: Any) -> Any:
+    # As `_decimal`, with an optional fraction: Python's float() would also take `1_0`,
+    # `+1`, ` 1 `, `1e1`, `inf` and `nan` (issue 21, item 10).
+    if isinstance(value, str) and not _DECIMAL_NUMBER.fullmatch(value):
+        raise ValueError("must be a number written as plain decimal digits (and a fraction)")
+    return value
+
+
 QueryInt = Annotated[int, BeforeValidator(_decimal)]
 """An integer query parameter: plain decimal digits only."""
+QueryNumber = Annotated[float, BeforeValidator(_decimal_number)]
+"""A number query parameter: plain decimal digits, optionally `.` and more digits."""
 
 StreamId = Annotated[
     str,
     Path(
         pattern=STREAM_ID_PATTERN,
         min_length=1,
-        max_length=256,
-        description="1-256 chars of `A-Z a-z 0-9 . _ ~ : @ = + -`, chosen by the writer.",
+        max_length=STREAM_ID_MAX_LENGTH,
+        description="1-256 chars of `A-Z a-z 0-9 . _ ~ : @ = + -`, not only dots, chosen by "
+        "the writer.",
     ),
 ]
 Token = Annotated[str, Path(max_length=64, description="A generation token.")]
@@ -40,6 +52,6 @@ PageSize = Annotated[
     Query(ge=1, description="Events at most (default `EVENTLOG_DEFAULT_PAGE_LIMIT`)."),
 ]
 Wait = Annotated[
-    float | None,
+    QueryNumber | None,
     Query(ge=0, description="Seconds to wait for an event when none is there yet (long-poll)."),
 ]

@@ -7,7 +7,11 @@ import secrets
 from dataclasses import dataclass
 from typing import Final
 
-STREAM_ID_PATTERN: Final = r"^[A-Za-z0-9._~:@=+\-]{1,256}$"
+# 1-256 of these characters, not only dots: `.` and `..` are path segments a client's URL
+# normalisation removes, so no client could reach such a stream (issue 21, item 10). The
+# length is checked beside the pattern (`STREAM_ID_MAX_LENGTH`).
+STREAM_ID_PATTERN: Final = r"^[A-Za-z0-9._~:@=+\-]*[A-Za-z0-9_~:@=+\-][A-Za-z0-9._~:@=+\-]*$"
+STREAM_ID_MAX_LENGTH: Final = 256
 TOKEN_PATTERN: Final = r"^[A-Za-z0-9_\-]+$"  # noqa: S105 (a pattern, not a secret)
 MAX_EVENT_ID_LENGTH: Final = 300
 TOKEN_BYTES: Final = 16  # 128 random bits, 22 URL-safe characters
@@ -62,4 +66,4 @@ def parse_event_id(raw: str) -> EventId | None:
 
 def is_valid_stream_id(stream_id: str) -> bool:
     """Whether a writer-chosen stream id has the contract's form."""
-    return _STREAM_ID.fullmatch(stream_id) is not None
+    return len(stream_id) <= STREAM_ID_MAX_LENGTH and _STREAM_ID.fullmatch(stream_id) is not None

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import false, update
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.settings import Settings
@@ -20,6 +21,7 @@ from app.storage.dialect import Dialect, Engines
 from app.storage.errors import translated_errors
 from app.storage.migrate import current_revision
 from app.storage.postgres import PostgresDialect
+from app.storage.schema import streams
 from app.storage.sqlite import SqliteDialect
 from app.storage.transactions import T, Transactions, Work, on_open_connection
 from app.storage.wakeups import LocalCommits, WakeupSource
@@ -91,6 +93,15 @@ class Database:
             async with self._engines.base.connect() as conn:
                 return await conn.run_sync(current_revision)
 
+    async def check_writable(self) -> None:
+        """Raise a `StorageError` unless a write can commit now (readiness asks).
+
+        A write that changes nothing, through the same path as every write: a SQLite file
+        that cannot be written, or a PostgreSQL in a read-only transaction mode, refuses it
+        as it would refuse an append, and nothing is written when it passes.
+        """
+        await self.write(_no_op_write)
+
     def connect(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A plain connection, outside the service's transactions (migrations)."""
         return self._engines.base.connect()
@@ -99,3 +110,8 @@ class Database:
         """Stop taking writes (queued ones are refused as unavailable), close the pools."""
         await self._transactions.close()
         await self._engines.base.dispose()
+
+
+def _no_op_write(conn: Connection) -> None:
+    """An UPDATE that matches no row: it needs the right to write, and writes nothing."""
+    conn.execute(update(streams).where(false()).values(id=streams.c.id))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from app.storage.records import DecisionEntry
@@ -60,16 +60,27 @@ def verdict_counts(conn: Connection) -> dict[tuple[str, str], int]:
 
 
 def trim(conn: Connection, *, older_than: datetime, keep: int, limit: int) -> int:
-    """Delete up to `limit` decisions older than `older_than` or beyond the newest `keep`."""
-    newest = conn.execute(select(func.max(decisions.c.id))).scalar_one()
-    if newest is None:
-        return 0
-    doomed = (
-        select(decisions.c.id)
-        .where((decisions.c.decided_at < older_than) | (decisions.c.id <= newest - keep))
-        .order_by(decisions.c.id)
-        .limit(limit)
-    )
+    """Delete up to `limit` decisions older than `older_than` or, within each tenant,
+    beyond that tenant's newest `keep`, oldest first.
+
+    Per tenant, so that one tenant's resumes never push another's entries out (issue 21,
+    item 6): the log holds at most `keep` entries per tenant, and tenants are as many as
+    the configured keys name.
+    """
+    over: list[ColumnElement[bool]] = [decisions.c.decided_at < older_than]
+    crowded = select(decisions.c.tenant).group_by(decisions.c.tenant).having(func.count() > keep)
+    for tenant in conn.execute(crowded).scalars():
+        # The newest entry of the tenant's that is beyond its `keep` newest: it and every
+        # older one of the tenant's go.
+        last_doomed = conn.execute(
+            select(decisions.c.id)
+            .where(decisions.c.tenant == tenant)
+            .order_by(decisions.c.id.desc())
+            .offset(keep)
+            .limit(1)
+        ).scalar_one()
+        over.append(and_(decisions.c.tenant == tenant, decisions.c.id <= last_doomed))
+    doomed = select(decisions.c.id).where(or_(*over)).order_by(decisions.c.id).limit(limit)
     ids = conn.execute(doomed).scalars().all()
     if ids:
         conn.execute(delete(decisions).where(decisions.c.id.in_(ids)))

@@ -16,7 +16,9 @@ One SQLAlchemy Core implementation serves both databases (`generations`, `events
 - `exclusive`: a lock held for a whole pass across replicas (PostgreSQL: an advisory lock;
   SQLite serves one machine and serialises every write anyway);
 - `append_at_tail`: the common append as one guarded write; the shared two statements of
-  `app/storage/tail.py` unless the database has a better statement for it.
+  `app/storage/tail.py` unless the database has a better statement for it;
+- `starts_with`: a case-sensitive prefix match (`LIKE`, which SQLite's is not for ASCII:
+  there `GLOB`).
 
 `SELECT … FOR UPDATE [SKIP LOCKED]` is not here: SQLAlchemy renders it as nothing on SQLite,
 where the write transaction already holds the database lock. `app/storage/database.py`
@@ -31,7 +33,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Table, event
+from sqlalchemy import Column, ColumnElement, Table, event
 from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -94,6 +96,13 @@ class Dialect(ABC):
         Shared: one `UPDATE … RETURNING`, then one INSERT (`tail.two_statements`).
         """
         return tail.two_statements(conn, at)
+
+    def starts_with(self, column: Column[str], prefix: str) -> ColumnElement[bool]:
+        """`column` begins with `prefix`, letter case included (the admin listing's filter).
+
+        Shared: `LIKE 'prefix%'` with the prefix's wildcards escaped.
+        """
+        return column.startswith(prefix, autoescape=True)
 
     def bind(self, engine: Engine) -> None:
         """Make this the dialect `dialect_of` finds on every connection of `engine`."""

@@ -146,7 +146,7 @@ def list_streams(
             streams.c.tenant == exact.tenant, streams.c.stream_id == exact.stream_id
         )
     if prefix:
-        query = query.where(streams.c.stream_id.startswith(prefix, autoescape=True))
+        query = query.where(dialect_of(conn).starts_with(streams.c.stream_id, prefix))
     if tenant is not None:
         query = query.where(streams.c.tenant == tenant)
     if after is not None:

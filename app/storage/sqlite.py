@@ -27,15 +27,16 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Column, Table, create_engine, event
+from sqlalchemy import Column, ColumnElement, Table, create_engine, event
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine, ExceptionContext, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
@@ -85,6 +86,12 @@ class SqliteDialect(Dialect):
         """Always held: one machine serves the file, and its writes are serialised anyway."""
         yield True
 
+    def starts_with(self, column: Column[str], prefix: str) -> ColumnElement[bool]:
+        """`GLOB 'prefix*'`: SQLite's `LIKE` ignores ASCII letter case, `GLOB` does not (and
+        uses the index as `LIKE` would). `*`, `?` and `[` of the prefix match themselves."""
+        escaped = "".join(f"[{c}]" if c in "*?[" else c for c in prefix)
+        return column.op("GLOB")(escaped + "*")
+
 
 def _stdlib_engine(settings: Settings) -> Engine:
     """The SQLite file through the stdlib driver, for a thread of its own."""
@@ -108,10 +115,24 @@ def _install_hooks(engine: Engine, settings: Settings) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
+    @event.listens_for(engine, "handle_error")
+    def _read_only_is_lost(context: ExceptionContext) -> None:
+        # SQLite opens a file it may not write read-only, and that connection stays so
+        # after the file is writable again: treat it as lost, so that the pool drops it
+        # and the next write opens the file anew (issue 21, item 8).
+        if _is_read_only(context.original_exception):
+            context.is_disconnect = True
+
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get(_BEGIN, "DEFERRED")
         connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _is_read_only(error: BaseException) -> bool:
+    """SQLITE_READONLY (or one of its extended codes): the connection may not write."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.Error) and isinstance(code, int) and code & 0xFF == 8
 
 
 MAX_GROUP_WRITES = 128

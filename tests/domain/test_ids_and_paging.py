@@ -44,6 +44,13 @@ def test_event_ids_round_trip() -> None:
         ("a b", False),
         ("é", False),
         ("a\n", False),
+        # Only dots: path segments a client's URL normalisation removes (issue 21.10).
+        (".", False),
+        ("..", False),
+        ("...", False),
+        (".a", True),
+        ("a..", True),
+        ("." * 255 + "a", True),
     ],
 )
 def test_stream_ids(stream_id: str, valid: bool) -> None:
