@@ -342,7 +342,16 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(prog="bench.live", description=main.__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes")
-    plan = QUICK if parser.parse_args().quick else FULL
+    parser.add_argument(
+        "--crowd",
+        action="store_true",
+        help="only 1,000 readers of one generation on PostgreSQL (issue 19, item 4): "
+        "printed and written to bench/results/live-crowd.json",
+    )
+    args = parser.parse_args()
+    plan = QUICK if args.quick else FULL
+    if args.crowd:
+        return crowd(plan)
     results_dir = Path(__file__).resolve().parent / "results"
     with tempfile.TemporaryDirectory(prefix="eventlog-bench-live-") as workdir:
         began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -362,6 +371,38 @@ def main() -> int:
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
     stem.with_suffix(".md").write_text(text)
     print(text + f"\nWrote {stem}.json and {stem}.md")
+    return 0
+
+
+def crowd(plan: Plan) -> int:
+    """1,000 readers of one generation, alone (about a minute): the ratio of appends with
+    them to appends without, written to `bench/results/live-crowd.json`."""
+    import os
+    import tempfile
+
+    sizes = SIZES[plan.name]
+    with tempfile.TemporaryDirectory(prefix="eventlog-bench-crowd-") as workdir:
+        began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        load_before = os.getloadavg()
+        with servers.throwaway_postgres() as url:
+            upgrade(url)
+            result = _capacity(sizes, url, Path(workdir), ["crowd"])
+    doc = {
+        "started_at": began,
+        "source": os.environ.get("BENCH_LABEL", "this tree"),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "one_generation": result,
+    }
+    path = Path(__file__).resolve().parent / "results" / "live-crowd.json"
+    runs = json.loads(path.read_text())["runs"] if path.exists() else []
+    path.write_text(json.dumps({"runs": [*runs, doc]}, indent=2) + "\n")
+    ratio = result["ratio"]
+    print(
+        f"{doc['source']}: {sizes.readers} readers of one generation: ratio "
+        f"{ratio['median']:.2f}x ({ratio['min']:.2f}-{ratio['max']:.2f}); delivered "
+        f"{result['delivered']}; load {load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}"
+    )
     return 0
 
 

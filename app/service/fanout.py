@@ -48,8 +48,11 @@ T = TypeVar("T")
 
 # What a crowd of readers of one stream shares (a page's frames, their encoded body) is kept
 # only for pages of at most this much data, and only for the last few of them.
-SHARED_MAX_CHARS = 256 * 1024
+SHARED_MAX_CHARS = 512 * 1024  # above a live page (EVENTLOG_LIVE_PAGE_BYTES) and its framing
 _SHARED_KEPT = 16
+
+# A read done is joined this long after (until a change of its stream retires it sooner).
+_SHARED_READ_KEPT_S = 0.5
 
 # A handed-over append is kept per watched stream until its next change: bounded, so that
 # a process following many streams never holds many large batches.
@@ -141,7 +144,7 @@ class Fanout:
         self._fanout_per_reader = fanout_per_reader
         self._fanout_max = fanout_max
         self._pending: dict[int, asyncio.TimerHandle] = {}
-        self._shared = SharedReads()
+        self._shared = SharedReads(kept_for=_SHARED_READ_KEPT_S)
         self._handed: dict[int, TailAppend] = {}
         self._handed_steps: dict[int, tuple[TailAppend, Step]] = {}
         self._frames: RecentByIdentity[EventPage, PageFrames] = RecentByIdentity(_SHARED_KEPT)

@@ -28,8 +28,14 @@ class SharedReads:
     asks after that starts a new one), and a read starts its snapshot after it began.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kept_for: float = 0.0) -> None:
         self._inflight: defaultdict[int, dict[Hashable, asyncio.Future[Any]]] = defaultdict(dict)
+        # A read that is done is still joined for `kept_for` seconds, unless a wake-up of its
+        # stream retires it first: readers of a crowd that arrive one after another then
+        # share one page (and one encoded body) rather than each reading and holding its
+        # own. Only what a wake-up would have told them of could be newer, and a wake-up
+        # retires the read and rings them.
+        self._kept_for = kept_for
 
     async def read(self, stream_pk: int, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
         """`read()`'s answer, shared with every identical read of the stream in flight."""
@@ -44,13 +50,20 @@ class SharedReads:
         return answer
 
     def _done(self, stream_pk: int, key: Hashable, future: asyncio.Future[Any]) -> None:
+        failed = future.cancelled() or future.exception() is not None  # (retrieved: not logged)
+        if self._kept_for > 0 and not failed:
+            asyncio.get_running_loop().call_later(
+                self._kept_for, self._forget, stream_pk, key, future
+            )
+        else:
+            self._forget(stream_pk, key, future)
+
+    def _forget(self, stream_pk: int, key: Hashable, future: asyncio.Future[Any]) -> None:
         reads = self._inflight.get(stream_pk)
         if reads is not None and reads.get(key) is future:
             del reads[key]
             if not reads:
                 del self._inflight[stream_pk]
-        if not future.cancelled():
-            future.exception()  # every waiter got it; retrieved so it is not logged again
 
     def retire(self, stream_pks: Collection[int] | None) -> None:
         """The streams changed: reads in flight may predate it, so none is joined again."""

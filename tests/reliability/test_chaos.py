@@ -27,8 +27,11 @@ import asyncio
 import contextlib
 import json
 import random
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import httpx
@@ -37,6 +40,7 @@ import pytest
 from app.settings import Settings
 from tests.support.app import started_app
 from tests.support.live_readers import WAIT, LiveReader, SseEvent, serving
+from tests.support.processes import ServerProcess
 from tests.support.soak import soak_enabled
 
 QUICK, SOAK = (200, 8), (600, 30)  # (streams, steps per stream)
@@ -431,8 +435,9 @@ class LiveFollower:
 class LiveFollowers:
     """A live reader per stream, started once the stream has a generation."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, drop_after: Callable[[], float] | None = None) -> None:
         self.base_url = base_url
+        self.drop_after = drop_after
         self.followers: list[LiveFollower] = []
         self.readers: list[LiveReader] = []
 
@@ -444,17 +449,23 @@ class LiveFollowers:
             reconnect=True,
             on_event=follower.take,
             on_connect=follower.connecting,
+            drop_after=self.drop_after,
         )
         self.followers.append(follower)
         self.readers.append(reader.start())
 
-    async def settle(self) -> list[str]:
-        """Wait (bounded) until every reader has what it will get; those that did not."""
+    async def settle(self, *, ended: bool = False) -> list[str]:
+        """Wait (bounded) until every reader has what it will get (`ended`: until each got
+        `end`); those that did not."""
+
+        def done(follower: LiveFollower) -> bool:
+            return bool(follower.ends) if ended else follower.settled()
+
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(WAIT):
-                while not all(f.settled() for f in self.followers):  # noqa: ASYNC110
+                while not all(done(f) for f in self.followers):  # noqa: ASYNC110
                     await asyncio.sleep(0.05)  # many readers' states: no one event to await
-        return [f.describe() for f in self.followers if not f.settled()]
+        return [f.describe() for f in self.followers if not done(f)]
 
     async def close(self) -> None:
         """Stop every reader (the server waits for open connections when it stops)."""
@@ -530,6 +541,100 @@ async def test_consumers_never_hold_a_spliced_stream(settings: Settings) -> None
     assert delivered > 0
     assert "superseded" in resets, "the live readers never exercised a reset"
     assert connections > len(live.readers), "no live reader ever reconnected"
+
+
+# -- two replicas under CPU load (issue 21, item 9) --------------------------------------------
+
+REPLICA_STREAMS, REPLICA_STEPS = 60, 10
+REPLICA_ENV = {
+    "EVENTLOG_LOG_LEVEL": "warning",
+    "EVENTLOG_RETENTION_INTERVAL_SECONDS": "0",
+    "EVENTLOG_LIVE_MAX_SECONDS": "3",
+    "EVENTLOG_LIVE_HEARTBEAT_SECONDS": "2",
+    "EVENTLOG_LIVE_RETRY_MS": "20",
+    "EVENTLOG_LIVE_POLL_SECONDS": "0.05",
+}
+
+
+@contextlib.contextmanager
+def busy_core() -> Iterator[None]:
+    """Another process busy on one core while the block runs (the load the run found it
+    under: a reader's first connections are short and catch nothing)."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+@pytest.mark.process
+async def test_readers_on_another_replica_under_cpu_load_hold_exactly_a_prefix(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Producers on replica A fail over, evict and finish; readers on replica B drop their
+    connections at random and reconnect with their last id; another process keeps one core
+    busy. Every reader holds a prefix of one generation after every event, every reset is
+    one the contract allows (a `reset` naming X, X superseded before its first event: a
+    second `reset`, never Y from seq 1 spliced on), and readers that first connect after a
+    stream's last generation is finished, with no position, get it whole and then `end`."""
+    seed = random.randrange(2**32)
+    drops = random.Random(seed)
+    a = ServerProcess(database_url, log_path=tmp_path / "a.log", env=REPLICA_ENV)
+    b = ServerProcess(database_url, log_path=tmp_path / "b.log", env=REPLICA_ENV)
+    await asyncio.to_thread(a.start)  # started before the load: a start has its own deadline
+    try:
+        await asyncio.to_thread(b.start)
+        try:
+            async with httpx.AsyncClient(base_url=a.base_url, timeout=WAIT) as http:
+                live = LiveFollowers(b.base_url, lambda: drops.uniform(0.3, 4.0))
+                late = LiveFollowers(b.base_url)
+                try:
+                    with busy_core():
+                        streams = make_streams(seed, REPLICA_STREAMS)
+                        tally = await simulate(RealServer(http), streams, REPLICA_STEPS, live.start)
+                        for stream in streams:  # finish every stream, then read it afresh
+                            if stream.generation is not None and not stream.finished:
+                                assert await RealServer(http).finish(stream.generation) == 201
+                                stream.finished = True
+                                stream.finished_generations.add(stream.generation)
+                        for stream in streams:
+                            if stream.generation is not None:
+                                late.start(stream)
+                        behind = await live.settle()
+                        late_behind = await late.settle(ended=True)
+                finally:
+                    await live.close()
+                    await late.close()
+        finally:
+            await asyncio.to_thread(b.stop)
+    finally:
+        await asyncio.to_thread(a.stop)
+    delivered = sum(f.delivered for f in live.followers)
+    dropped = sum(r.drops for r in live.readers)
+    resets = [r.reason for f in live.followers for r in f.resets]
+    print(
+        f"seed {seed}: {tally}; B: {delivered} events, {dropped} dropped connections, "
+        f"resets {sorted(set(resets))} x{len(resets)}; late readers {len(late.followers)}; "
+        f"errors {[e for r in live.readers + late.readers for e in r.errors][:3]}; late "
+        f"statuses {[r.statuses for r in late.readers][:3]}, comments "
+        f"{[r.comments for r in late.readers][:3]}, ended {[r.ended for r in late.readers][:3]}"
+    )
+    assert (tally.violations, tally.invalid, tally.fenced_accepted) == (0, 0, 0), (seed, tally)
+    problems = live.problems() + late.problems()
+    assert problems == [], (seed, len(problems), problems[:10])
+    assert behind == [], (seed, f"{len(behind)} readers never caught up", behind[:5])
+    assert late_behind == [], (seed, late_behind[:5])
+    # A late reader with no position holds the finished generation whole, then `end`.
+    unfinished = [
+        f.describe()
+        for f in late.followers
+        if f.ends != [f.stream.opened[-1]]
+        or f.held != f.stream.truth[f.stream.opened[-1]]
+        or any(r.reason == "terminal" for r in f.resets)
+    ]
+    assert unfinished == [], (seed, len(unfinished), unfinished[:5])
+    assert dropped > 0, "no reader dropped a connection"
 
 
 @pytest.mark.parametrize("seed", range(3))

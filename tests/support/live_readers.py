@@ -191,6 +191,8 @@ class LiveReader:
     errors: list[str] = field(default_factory=list)
     comments: int = 0
     retry_ms: int = 250
+    drop_after: Callable[[], float] | None = None  # a connection is dropped after this (s)
+    drops: int = 0
     ended: bool = False  # `end` received, refused as invalid, or stopped
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
@@ -259,7 +261,14 @@ class LiveReader:
         assert url.hostname is not None
         assert url.port is not None
         stream, writer = await asyncio.open_connection(url.hostname, url.port)
-        await self._exchange(stream, writer, sent=False)
+        if self.drop_after is None:
+            await self._exchange(stream, writer, sent=False)
+            return
+        try:  # a reader whose connection breaks at random: it reconnects with its last id
+            async with asyncio.timeout(self.drop_after()):
+                await self._exchange(stream, writer, sent=False)
+        except TimeoutError:
+            self.drops += 1
 
     async def _exchange(
         self, stream: asyncio.StreamReader, writer: asyncio.StreamWriter, *, sent: bool
