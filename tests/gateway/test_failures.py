@@ -72,6 +72,14 @@ async def test_the_upstream_killed_mid_call_fails_the_call_with_upstream_lost(
                 ready = await http.get("/readyz")
                 assert ready.status_code == 503
                 assert ready.json()["code"] == "upstream_unreachable"
+                # A request now: 502, the gateway's own problem, not a hang.
+                forwarded = await http.post(
+                    "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+                )
+                assert (forwarded.status_code, forwarded.json()["code"]) == (
+                    502,
+                    "upstream_unavailable",
+                )
                 upstream.start()
                 assert (await http.get("/readyz")).status_code == 200
 
