@@ -236,3 +236,5 @@ async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
             yield chunk
     except httpx.HTTPError as error:
         log.warning("upstream response broke off: %s", type(error).__name__)
+    finally:  # the client may have left: the upstream's connection goes back at once
+        await response.aclose()
