@@ -57,9 +57,13 @@ def create_gateway_app(settings: Settings | None = None) -> FastAPI:
 
     # In front of the API's own `/readyz` (the first route that matches answers).
     app.router.routes.insert(0, Route("/readyz", ready, methods=["GET", "HEAD"]))
-    app.router.routes.insert(
-        0, Route(settings.gateway_path, gateway.handle, methods=["GET", "POST", "DELETE"])
-    )
+
+    async def mcp(request: Request) -> Response:
+        request.scope["route"] = endpoint  # the access log's and metrics' route label
+        return await gateway.handle(request)
+
+    endpoint = Route(settings.gateway_path, mcp, methods=["GET", "POST", "DELETE"])
+    app.router.routes.insert(0, endpoint)
     served = app.router.lifespan_context
 
     @asynccontextmanager

@@ -42,3 +42,9 @@ def pair(
         gateway_process(f"{upstream.base_url}/mcp", database_url, workdir) as gateway,
     ):
         yield Pair(upstream, gateway, database_url, workdir)
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def gateway_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database of the param's backend for one test's own gateway."""
+    return backend_database(request, tmp_path)

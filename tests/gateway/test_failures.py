@@ -15,7 +15,6 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.gateway.clients import Progress, call_progress, mcp_client, seqs_of, text_of
-from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.gateway import gateway_process_of, python_upstream
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
@@ -37,16 +36,11 @@ def _error_of(error: BaseException) -> MCPError:
     return error
 
 
-@pytest.fixture(params=BACKEND_PARAMS)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return backend_database(request, tmp_path)
-
-
 async def test_the_upstream_killed_mid_call_fails_the_call_with_upstream_lost(
-    database_url: str, tmp_path: Path
+    gateway_database: str, tmp_path: Path
 ) -> None:
     with python_upstream(tmp_path) as upstream:
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", database_url, tmp_path)
+        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path)
         with gateway:
             progress = Progress()
             failure: list[BaseException] = []
@@ -78,6 +72,14 @@ async def test_the_upstream_killed_mid_call_fails_the_call_with_upstream_lost(
                 ready = await http.get("/readyz")
                 assert ready.status_code == 503
                 assert ready.json()["code"] == "upstream_unreachable"
+                # A request now: 502, the gateway's own problem, not a hang.
+                forwarded = await http.post(
+                    "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+                )
+                assert (forwarded.status_code, forwarded.json()["code"]) == (
+                    502,
+                    "upstream_unavailable",
+                )
                 upstream.start()
                 assert (await http.get("/readyz")).status_code == 200
 
@@ -174,11 +176,11 @@ async def test_postgresql_stopped_mid_stream_messages_flow_without_ids(
 
 
 async def test_shutdown_marks_an_unfinished_recording_upstream_lost(
-    database_url: str, tmp_path: Path
+    gateway_database: str, tmp_path: Path
 ) -> None:
     with python_upstream(tmp_path) as upstream:
         env = {"EVENTLOG_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1"}
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", database_url, tmp_path, env)
+        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path, env)
         with gateway:
             progress = Progress()
             with anyio.CancelScope() as client:
@@ -204,11 +206,11 @@ async def test_shutdown_marks_an_unfinished_recording_upstream_lost(
 
 
 async def test_a_body_over_the_limit_is_refused_before_the_upstream(
-    database_url: str, tmp_path: Path
+    gateway_database: str, tmp_path: Path
 ) -> None:
     with python_upstream(tmp_path) as upstream:
         env = {"EVENTLOG_MAX_BODY_BYTES": "1000", "EVENTLOG_MAX_BODY_BYTES_IN_FLIGHT": "100000"}
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", database_url, tmp_path, env)
+        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path, env)
         with gateway:
             async with httpx.AsyncClient(timeout=10) as http:
                 seen = len((await http.get(f"{upstream.base_url}/test/seen")).json()["headers"])

@@ -202,6 +202,10 @@ async def test_each_refusal_fails_the_request_visibly_and_at_once(pair: Pair) ->
     assert error.error.data["verdict"] == "reset"
     assert error.error.data["reason"] == "expired"
     assert error.error.data["discard_client_state"] is True
+    async with httpx.AsyncClient(timeout=10) as http:
+        metrics = (await http.get(f"{pair.gateway.base_url}/metrics")).text
+    for verdict, reason in (("invalid", "cross_session"), ("reset", "expired")):
+        assert f'eventlog_gateway_resumes_total{{reason="{reason}",verdict="{verdict}"}}' in metrics
 
 
 async def test_refusals_without_a_request_are_problems(pair: Pair) -> None:
@@ -238,8 +242,11 @@ async def test_a_2026_07_28_client_passes_through_unrecorded(pair: Pair) -> None
             json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
         )
         seen = (await http.get(f"{pair.upstream.base_url}/test/seen")).json()["headers"]
+        metrics = (await http.get(f"{pair.gateway.base_url}/metrics")).text
     assert "mcp-protocol-version" in seen[-1]
     assert "last-event-id" not in seen[-1]
+    counted = 'eventlog_gateway_requests_total{method="POST",revision="2026-07-28",status="200"}'
+    assert counted in metrics
 
 
 async def test_a_foreign_host_or_origin_is_refused_before_the_upstream(pair: Pair) -> None:
@@ -274,3 +281,64 @@ async def test_authorization_is_forwarded_but_never_stored_or_logged(pair: Pair)
         for suffix in ("", "-wal"):
             stored = await anyio.Path(path + suffix).read_bytes()
             assert b"upstream-secret" not in stored
+
+
+async def _initialized(http: httpx.AsyncClient, pair: Pair) -> dict[str, str]:
+    """A raw 2025-11-25 session; the headers its later requests carry."""
+    init = await http.post(
+        pair.mcp,
+        headers={"accept": "application/json, text/event-stream"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+    )
+    headers = {
+        "mcp-session-id": init.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-11-25",
+    }
+    await http.post(
+        pair.mcp,
+        headers={**headers, "accept": "application/json, text/event-stream"},
+        json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+    )
+    return headers
+
+
+async def _first_id(http: httpx.AsyncClient, pair: Pair, headers: dict[str, str]) -> str:
+    """Open the standalone stream, read its first id (the priming event's), leave."""
+    async with http.stream(
+        "GET", pair.mcp, headers={**headers, "accept": "text/event-stream"}
+    ) as stream:
+        assert stream.status_code == 200
+        async for line in stream.aiter_lines():
+            if line.startswith("id: "):
+                return line[4:]
+    raise AssertionError("no id on the standalone stream")
+
+
+async def test_a_standalone_stream_reconnect_gets_a_fresh_recorded_stream(pair: Pair) -> None:
+    async with httpx.AsyncClient(timeout=10) as http:
+        headers = await _initialized(http, pair)
+        first = await _first_id(http, pair, headers)
+        # The client left: that recording is finished. Its reconnect gets what it missed
+        # (nothing) and a fresh standalone stream of the upstream, in a new generation.
+        with anyio.fail_after(10):
+            second = await _first_id(http, pair, {**headers, "last-event-id": first})
+        assert second.rsplit(":", 1)[0] != first.rsplit(":", 1)[0]
+        stream = await admin(pair, f"/generations/{first.rsplit(':', 1)[0]}")
+        assert isinstance(stream, dict)
+        assert stream["stream_id"].endswith("._GET_stream")
+        assert stream["terminal"] is True
+        # A token of another session on it is refused, not answered with a stream.
+        other = await _initialized(http, pair)
+        answer = await http.get(
+            pair.mcp, headers={**other, "last-event-id": first, "accept": "text/event-stream"}
+        )
+        assert (answer.status_code, answer.json()["code"]) == (409, "cross_session")
