@@ -93,6 +93,10 @@ def _gateway(args: argparse.Namespace, settings: Settings) -> int:
         os.environ["EVENTLOG_GATEWAY_UPSTREAM"] = args.upstream
     if args.path:
         os.environ["EVENTLOG_GATEWAY_PATH"] = args.path
+    # A gateway's request stream is terminal once its response is stored; a client that
+    # missed the end resumes into it, so the gateway replays terminal generations unless
+    # told otherwise (docs/gateway.md).
+    os.environ.setdefault("EVENTLOG_TERMINAL_RESUME", "replay")
     try:
         settings = Settings()
     except (ValidationError, SettingsError) as error:
@@ -105,7 +109,14 @@ def _gateway(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    return _serve(args, settings, factory="app.gateway.app:create_gateway_app")
+    return _serve(
+        args,
+        settings,
+        factory="app.gateway.app:create_gateway_app",
+        # Open relays keep their connections: shutdown waits for them this long, then the
+        # recordings still in flight are marked upstream_lost (docs/gateway.md).
+        graceful=settings.gateway_shutdown_grace_seconds,
+    )
 
 
 async def _collect_garbage(settings: Settings) -> RetentionPass:
@@ -123,7 +134,10 @@ async def _admin(args: argparse.Namespace) -> int:
 
 
 def _serve(
-    args: argparse.Namespace, settings: Settings, factory: str = "app.api.app:create_app"
+    args: argparse.Namespace,
+    settings: Settings,
+    factory: str = "app.api.app:create_app",
+    graceful: float | None = None,
 ) -> int:
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
@@ -149,6 +163,7 @@ def _serve(
         log_level=settings.log_level,
         log_config=logging_config(settings),
         access_log=False,
+        timeout_graceful_shutdown=graceful,
     )
     return 0
 

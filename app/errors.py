@@ -35,8 +35,10 @@ The tree, with the code(s) each leaf answers with:
     │       ├── BodyTimeout          body_timeout
     │       ├── InvalidJson          invalid_json
     │       └── InvalidText          validation_error
-    ├── UpstreamUnavailable          upstream_unavailable (the gateway's upstream MCP
-    │                                server unreachable, or failing before it answered)
+    ├── UpstreamError                the gateway's upstream MCP server
+    │   ├── UpstreamUnavailable      upstream_unavailable (unreachable, or failing before
+    │   │                            it answered a forwarded request)
+    │   └── UpstreamUnreachable      upstream_unreachable (readiness: it does not answer)
     └── StorageError                 the database failed, or could not be reached
         ├── StorageUnavailable       database_unavailable (unreachable, restarting, busy)
         └── StorageFailed            storage_error
@@ -240,10 +242,20 @@ class InvalidText(NotAdmitted):
     code = "validation_error"
 
 
-class UpstreamUnavailable(EventLogError):
-    """The gateway's upstream did not answer (unreachable, or failed before answering)."""
+class UpstreamError(EventLogError):
+    """The gateway's upstream MCP server failed."""
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The upstream did not answer a forwarded request (unreachable, or failed first)."""
 
     code = "upstream_unavailable"
+
+
+class UpstreamUnreachable(UpstreamError):
+    """Readiness: the upstream does not answer at all."""
+
+    code = "upstream_unreachable"
 
 
 class StorageError(EventLogError):

@@ -22,6 +22,7 @@ from app.api.app import create_app
 from app.api.deps import ApiState
 from app.api.health import readyz
 from app.api.problems import problem
+from app.errors import UpstreamUnreachable
 from app.gateway.endpoint import Gateway
 from app.gateway.metrics import GatewayMetrics
 from app.gateway.upstream import Upstream
@@ -48,7 +49,7 @@ def create_gateway_app(settings: Settings | None = None) -> FastAPI:
             return answer
         if not await gateway.upstream.reachable():
             return problem(
-                "upstream_unreachable",
+                UpstreamUnreachable.code,
                 "the upstream MCP server does not answer",
                 headers={"Retry-After": "5"},
             )
@@ -56,9 +57,13 @@ def create_gateway_app(settings: Settings | None = None) -> FastAPI:
 
     # In front of the API's own `/readyz` (the first route that matches answers).
     app.router.routes.insert(0, Route("/readyz", ready, methods=["GET", "HEAD"]))
-    app.router.routes.insert(
-        0, Route(settings.gateway_path, gateway.handle, methods=["GET", "POST", "DELETE"])
-    )
+
+    async def mcp(request: Request) -> Response:
+        request.scope["route"] = endpoint  # the access log's and metrics' route label
+        return await gateway.handle(request)
+
+    endpoint = Route(settings.gateway_path, mcp, methods=["GET", "POST", "DELETE"])
+    app.router.routes.insert(0, endpoint)
     served = app.router.lifespan_context
 
     @asynccontextmanager

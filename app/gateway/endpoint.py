@@ -1,7 +1,10 @@
 """The MCP endpoint: every request forwarded, every SSE response recorded (or answered).
 
 - A GET with `Last-Event-ID` of a 2025-03-26 … 2025-11-25 session is answered from the
-  log (`app.gateway.resume`); it never reaches the upstream.
+  log (`app.gateway.resume`); it never reaches the upstream with that header. A claim of
+  the standalone GET stream gets what it missed from the log and then a fresh standalone
+  stream of the upstream, recorded anew (that stream has no request to fail, and its old
+  recording ended when its client left).
 - Any other request goes to the upstream as it came (`app.gateway.upstream`); a JSON
   response comes back unchanged, an SSE response is recorded into the log and relayed as
   it is stored (`app.gateway.recording`), with the log's ids.
@@ -22,7 +25,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx
 from starlette.background import BackgroundTask
@@ -84,7 +87,20 @@ class Gateway:
         if request.method == "GET" and claim is not None and not modern:
             scope = self._scope(request, request.headers.get("mcp-session-id"))
             self._metrics.requests.labels("GET", "resume", revision).inc()
-            return await self._resumes.answer(claim, scope)
+
+            async def standalone(replayed: bytes) -> Response:
+                return await self._forward(request, version, replayed)
+
+            return await self._resumes.answer(claim, scope, standalone)
+        return await self._forward(request, version)
+
+    async def _forward(
+        self, request: Request, version: str | None, replayed: bytes = b""
+    ) -> Response:
+        """Forward the request; record its SSE response (after `replayed`, the messages of
+        a standalone stream's earlier recording the client missed)."""
+        revision = version or "unknown"
+        modern = version is not None and version >= MODERN_REVISION
         body = await request.body() if request.method in ("POST", "PUT", "PATCH") else b""
         try:
             response = await self._upstream.open(
@@ -110,7 +126,7 @@ class Gateway:
         requests = messages.requests_in(body)
         if request.method == "POST" and not requests:
             return _passed_through(response)
-        return self._record(request, response, requests, version)
+        return self._record(request, response, requests, version, replayed)
 
     def _scope(self, request: Request, session_id: str | None) -> str:
         return scope_of(self._secret, session_id, request.headers.get("authorization"))
@@ -121,6 +137,7 @@ class Gateway:
         response: httpx.Response,
         requests: list[dict[str, object]],
         version: str | None,
+        replayed: bytes,
     ) -> Response:
         session_id = response.headers.get("mcp-session-id") or request.headers.get("mcp-session-id")
         request_id = requests[0]["id"] if requests else None
@@ -157,7 +174,9 @@ class Gateway:
         recording.start()
         assert recording.task is not None
         recording.task.add_done_callback(lambda _task: self._finished(recording))
-        relayed = EventStreamResponse(recording.relay(), lambda: None, s.live_retry_ms)
+        relayed = EventStreamResponse(
+            _after(replayed, recording.relay()), lambda: None, s.live_retry_ms
+        )
         relayed.headers.update(returned(response.headers))
         return relayed
 
@@ -191,6 +210,16 @@ def _primes(version: str | None, requests: list[dict[str, object]]) -> bool:
     return version is not None and SSE_REVISION <= version < MODERN_REVISION
 
 
+async def _after(first: bytes, rest: AsyncGenerator[bytes]) -> AsyncGenerator[bytes]:
+    try:
+        if first:
+            yield first
+        async for body in rest:
+            yield body
+    finally:
+        await rest.aclose()
+
+
 def _passed_through(response: httpx.Response) -> Response:
     """The upstream's response as it is produced (JSON unchanged, SSE event by event)."""
     return StreamingResponse(
@@ -207,3 +236,5 @@ async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
             yield chunk
     except httpx.HTTPError as error:
         log.warning("upstream response broke off: %s", type(error).__name__)
+    finally:  # the client may have left: the upstream's connection goes back at once
+        await response.aclose()

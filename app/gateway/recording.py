@@ -12,6 +12,9 @@ upstream's stream ends before that response: if the upstream gave event ids, the
 reconnects to it (`GET` with its last id, after its `retry:`), up to
 `EVENTLOG_GATEWAY_RECONNECTS` times; otherwise (or once those are spent) it stores, as the
 terminal event, a JSON-RPC error for the request (`-32011`, `upstream_lost`).
+
+The standalone GET stream has no response to wait for: its recording ends when the
+upstream ends it or when its client leaves, and its generation is then made terminal.
 """
 
 from __future__ import annotations
@@ -91,6 +94,9 @@ class Recording:
                 yield sse.encode(item.data, id=event_id)
         finally:
             self._client_gone = True
+            if self._request_id is None and self.task is not None and not self.task.done():
+                # The standalone stream has no end of its own: nobody left to read it.
+                self.task.cancel()
 
     def _send(self, bodies: Sequence[EventBody], data: str | None, *, terminal: bool) -> None:
         stored = self.recorder.submit(bodies, terminal=terminal)
@@ -109,6 +115,8 @@ class Recording:
             log.exception("recording %s failed", self.recorder.stream_id)
             await self._lose(f"the gateway failed reading the upstream: {type(error).__name__}")
         finally:
+            if self._request_id is None:
+                self._send_end()
             await self.recorder.drain()
             self._queue.put_nowait(_END)
 
@@ -137,8 +145,6 @@ class Recording:
                 await response.aclose()
             response = None
             if self.answered or self._request_id is None:
-                if self._request_id is None and not self.recorder.terminal:
-                    self._send_end()
                 return
             if last_id is None or attempts >= self._reconnects:
                 await self._lose(
@@ -184,8 +190,9 @@ class Recording:
             self.answered = True
 
     def _send_end(self) -> None:
-        """The standalone stream ended: its generation is finished (live readers end)."""
-        if self.recorder.token is not None:
+        """The standalone stream ended (or its client left): its generation is finished,
+        so its live readers end too."""
+        if self.recorder.token is not None and not self.recorder.terminal:
             self.recorder.submit([], terminal=True)
 
     async def _lose(self, detail: str) -> None:

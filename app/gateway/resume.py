@@ -13,11 +13,14 @@ session's under another credential (`app.gateway.names`) — is `invalid` /
   `data: {"verdict": "reset", "reason", "discard_client_state": true}`.
 - `invalid`: the same with `"verdict": "invalid"` when the request is known (the claimed
   stream names it); else problem+json (`malformed_id` 400, `unknown_generation` 404).
+
+The standalone GET stream has no request to fail: a claim of it gets what it missed from
+the log, then a fresh standalone stream of the upstream (`_standalone`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from starlette.responses import Response
 
@@ -48,8 +51,14 @@ class Resumes:
         self._metrics = metrics
         self._retry_ms = container.settings.live_retry_ms
 
-    async def answer(self, claim: str, scope: str) -> Response:
-        """The response to a GET carrying the claim `claim`, from a caller of `scope`."""
+    async def answer(
+        self,
+        claim: str,
+        scope: str,
+        standalone: Callable[[bytes], Awaitable[Response]],
+    ) -> Response:
+        """The response to a GET carrying the claim `claim`, from a caller of `scope`;
+        `standalone(replayed)` opens a fresh standalone stream after the bytes replayed."""
         parsed = parse_event_id(claim)
         stream_id = None
         if parsed is not None:
@@ -68,10 +77,12 @@ class Resumes:
         if named is None or named[0] != scope:
             self._metrics.resumes.labels("invalid", CROSS_SESSION).inc()
             detail = "the id belongs to another MCP session (or another credential)"
-            if named is None:
+            if named is None or named[1] == GET_STREAM:  # no request to fail
                 return problem(CROSS_SESSION, detail, members={"verdict": "invalid"})
             return self._refuse(named[1], "invalid", CROSS_SESSION, detail)
         sdk_stream = named[1]
+        if sdk_stream == GET_STREAM:
+            return await self._standalone(claim, stream_id, standalone)
         try:
             follow = await self._container.live.follow(self._tenant, stream_id, claim)
         except InvalidClaim as invalid:
@@ -85,6 +96,38 @@ class Resumes:
                 sdk_stream, decision.verdict.value, decision.reason.value, decision.detail
             )
         return EventStreamResponse(self._bodies(follow, sdk_stream), follow.close, self._retry_ms)
+
+    async def _standalone(
+        self, claim: str, stream_id: str, standalone: Callable[[bytes], Awaitable[Response]]
+    ) -> Response:
+        """The standalone stream: what the claim missed (one page of it), then a fresh one.
+
+        Its recording ended when its client left, so there is no live rest to follow; a
+        reset asks nothing of the client (no request waits on this stream): it just gets
+        the fresh stream. `invalid` is a problem, so the client stops reconnecting.
+        """
+        reading = await self._container.eventlog.resume(
+            self._tenant,
+            claim,
+            asked_stream=stream_id,
+            limit=self._container.settings.default_page_limit,
+        )
+        decision = reading.decision
+        self._metrics.resumes.labels(decision.verdict.value, decision.reason.value).inc()
+        if decision.verdict is Verdict.INVALID:
+            return problem(decision.reason.value, decision.detail, members={"verdict": "invalid"})
+        replayed: list[bytes] = []
+        if decision.verdict is Verdict.RESUME and reading.page is not None:
+            joiner = messages.Joiner()
+            for event in reading.page.events:
+                try:
+                    message = joiner.add(event.event, event.data)
+                except messages.Unjoinable:
+                    break
+                if message is not None:
+                    token = reading.delivered.token if reading.delivered else ""
+                    replayed.append(sse.encode(message, id=f"{token}:{event.seq}"))
+        return await standalone(b"".join(replayed))
 
     def _refuse(self, sdk_stream: str, verdict: str, reason: str, detail: str) -> Response:
         body = _refusal(sdk_stream, verdict, reason, detail)

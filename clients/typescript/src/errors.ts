@@ -219,6 +219,24 @@ export class TooManyReaders extends ServiceRefusal {
   static override readonly statuses = [503];
 }
 
+/** 409: (the gateway) a claim of another MCP session or another credential. */
+export class CrossSession extends ServiceRefusal {
+  static override readonly code = "cross_session";
+  static override readonly statuses = [409];
+}
+
+/** 502: (the gateway) its upstream MCP server is unreachable or failed before answering. */
+export class UpstreamUnavailable extends ServiceRefusal {
+  static override readonly code = "upstream_unavailable";
+  static override readonly statuses = [502];
+}
+
+/** 503: (the gateway's `/readyz`) its upstream MCP server does not answer. */
+export class UpstreamUnreachable extends ServiceRefusal {
+  static override readonly code = "upstream_unreachable";
+  static override readonly statuses = [503];
+}
+
 /** 400: the request is not well-formed HTTP for this route (e.g. two `Last-Event-ID` headers). */
 export class BadRequest extends ServiceRefusal {
   static override readonly code = "bad_request";
@@ -355,6 +373,9 @@ const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(
     Overloaded,
     SchemaNotCurrent,
     BackgroundTaskDown,
+    CrossSession,
+    UpstreamUnavailable,
+    UpstreamUnreachable,
   ].map((cls): [string, RefusalClass] => [cls.code, cls]),
 );
 

@@ -36,6 +36,7 @@ async def progress(
     ctx: Context,
     delay: float = 0.0,
     pause_at: int = 0,
+    pause_again_at: int = 0,
     tag: str = "",
     pad: int = 0,
     result_bytes: int = 0,
@@ -49,6 +50,9 @@ async def progress(
         if step == pause_at:
             with anyio.fail_after(60):
                 await gates[f"{tag}:continue"].wait()
+        if step == pause_again_at:
+            with anyio.fail_after(60):
+                await gates[f"{tag}:again"].wait()
     if result_bytes:
         line = "result line ✓ 0123456789 abcdefghijklmnopqrstuvwxyz\n"
         return (line * (result_bytes // len(line) + 1))[:result_bytes]

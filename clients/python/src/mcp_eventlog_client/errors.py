@@ -290,6 +290,27 @@ class BackgroundTaskDown(ServiceRefusal):
     http_status = 503
 
 
+class CrossSession(ServiceRefusal):
+    """409: (the gateway) a claim of another MCP session or another credential (`invalid`)."""
+
+    code = "cross_session"
+    http_status = 409
+
+
+class UpstreamUnavailable(ServiceRefusal):
+    """502: (the gateway) its upstream MCP server is unreachable or failed before answering."""
+
+    code = "upstream_unavailable"
+    http_status = 502
+
+
+class UpstreamUnreachable(ServiceRefusal):
+    """503: (the gateway's `/readyz`) its upstream MCP server does not answer."""
+
+    code = "upstream_unreachable"
+    http_status = 503
+
+
 class HttpError(EventLogError):
     """A non-2xx answer without a problem body (a proxy's or a load balancer's page)."""
 
