@@ -2,7 +2,7 @@
 
 First issue 11's table (`bench/append_cost.py`: the append against its ceilings, in
 interleaved rounds), then resume and replay by stored history on each database, then the
-peers (the SDK's in-memory store, Redis Streams).
+peers (the SDK's in-memory store, Redis Streams), the live reads, the bus and the gateway.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, bus, live, peers, seed, servers
+from bench import append_cost, bus, gateway, live, peers, seed, servers
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -190,6 +190,9 @@ def run(plan: Plan) -> Results:
         results["peers"] = _timed("peers", lambda: peer_suite(plan), timings)
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
+        # Issue 18: the gateway against the upstream alone, our store and mcp-persist
+        # (bench/results/gateway.md).
+        results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results
