@@ -20,8 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gateway_matrix.conftest import MATRIX_SETTINGS
-from tests.support.gateway import gateway_process_of
+from tests.gateway_matrix.conftest import matrix_gateway
 from tests.support.process_memory import MIB, RssSampler
 from tests.support.processes import ServerProcess, free_port
 from tests.support.upstreams import upstream_process
@@ -55,7 +54,7 @@ def python_stack(
     workdir = tmp_path_factory.mktemp("hostile")
     with upstream_process("python", workdir) as up:
         database = f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"
-        with gateway_process_of(f"{up.base_url}/mcp", database, workdir, MATRIX_SETTINGS) as gw:
+        with matrix_gateway(f"{up.base_url}/mcp", database, workdir) as gw:
             yield gw, up.base_url
 
 
@@ -68,7 +67,7 @@ def hostile_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
     log = workdir / "hostile-upstream.log"
     with ServerProcess.program(argv, port=port, log_path=log) as up:
         database = f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"
-        with gateway_process_of(f"{up.base_url}/mcp", database, workdir, MATRIX_SETTINGS) as gw:
+        with matrix_gateway(f"{up.base_url}/mcp", database, workdir) as gw:
             yield gw
 
 

@@ -13,9 +13,8 @@ import httpx
 import pytest
 
 from tests.deploy.nginx import Nginx, require_nginx
-from tests.gateway_matrix.conftest import MATRIX_SETTINGS
+from tests.gateway_matrix.conftest import matrix_gateway
 from tests.support.databases import empty_postgres
-from tests.support.gateway import gateway_process_of
 from tests.support.processes import REPO, ServerProcess
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.ts_harness import TsClient, mcp_client
@@ -42,8 +41,8 @@ def stack(postgres_database: str, tmp_path_factory: pytest.TempPathFactory) -> I
     with upstream_process("python", workdir) as up:
         mcp = f"{up.base_url}/mcp"
         with (
-            gateway_process_of(mcp, postgres_database, workdir, MATRIX_SETTINGS) as a,
-            gateway_process_of(mcp, postgres_database, workdir, MATRIX_SETTINGS) as b,
+            matrix_gateway(mcp, postgres_database, workdir) as a,
+            matrix_gateway(mcp, postgres_database, workdir) as b,
         ):
             nginx = Nginx(
                 executable,
