@@ -110,10 +110,15 @@ async def call(
             elif line == "" and data:
                 text = "\n".join(data)
                 data = []
-                if text:
+                if not text:
+                    continue
+                try:
                     messages.append(json.loads(text))
-                    if messages[-1].get("id") == rid:
-                        break
+                except json.JSONDecodeError:
+                    messages.append({"unparsable": text})  # relayed as it came
+                    continue
+                if messages[-1].get("id") == rid:
+                    break
         return response.status_code, messages
 
 
@@ -146,14 +151,26 @@ async def test_a_foreign_host_is_refused_before_the_upstream(
 async def test_a_huge_body_is_refused_413_before_anything_is_sent(
     python_stack: tuple[ServerProcess, str],
 ) -> None:
+    """Only the head of a 17 MiB POST is sent: the gateway answers 413 from its
+    Content-Length, without waiting for the body, and the upstream sees nothing."""
     server, upstream = python_stack
-    gateway = server.base_url
     before = await seen_count(upstream)
-    huge = {**INIT, "params": {**INIT["params"], "padding": "x" * (17 * MIB)}}  # type: ignore[dict-item]
-    async with httpx.AsyncClient(timeout=60) as http:
-        response = await http.post(f"{gateway}/mcp", content=json.dumps(huge), headers=HEADERS)
-    assert response.status_code == 413, response.text[:500]
-    assert response.headers["content-type"].startswith("application/problem+json")
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    head = (
+        "POST /mcp HTTP/1.1\r\n"
+        f"host: 127.0.0.1:{server.port}\r\n"
+        "content-type: application/json\r\n"
+        "accept: application/json, text/event-stream\r\n"
+        f"content-length: {17 * MIB}\r\n\r\n"
+    )
+    writer.write(head.encode())
+    await writer.drain()
+    async with asyncio.timeout(30):
+        status_line = await reader.readline()
+        rest = await reader.readuntil(b"\r\n\r\n")
+    writer.close()
+    assert status_line.split()[1] == b"413", status_line
+    assert b"application/problem+json" in rest.lower(), rest
     assert await seen_count(upstream) == before
 
 
@@ -227,8 +244,10 @@ async def test_500_concurrent_sessions_bounded_memory_and_nothing_left_running(
                 _status, messages = await call(http, gateway, sid, {"n": 3}, rid=index + 1)
                 return str(messages[-1].get("result", {}).get("content", [{}])[0].get("text"))
 
-            texts = await asyncio.gather(*(one(i) for i in range(count)))
-    assert texts == ["counted to 3"] * count
+            outcomes = await asyncio.gather(*(one(i) for i in range(count)), return_exceptions=True)
+    failures = [repr(o) for o in outcomes if not isinstance(o, str)]
+    assert not failures, f"{len(failures)} of {count} sessions failed: {failures[:3]}"
+    assert outcomes == ["counted to 3"] * count
     # Measured under shared load; bound generous but finite.
     assert rss.growth < 400 * MIB, rss.growth / MIB
     async with httpx.AsyncClient() as http:
