@@ -3,7 +3,8 @@
 First issue 11's table (`bench/append_cost.py`: the append against its ceilings, in
 interleaved rounds), issue 19's (`bench/channel_cost.py`: the append channel, and the
 PostgreSQL append in one statement, against theirs), then resume and replay by stored
-history on each database, then the peers (the SDK's in-memory store, Redis Streams).
+history on each database, then the peers (the SDK's in-memory store, Redis Streams), the
+live reads, the bus, the TypeScript store over the channel and the gateway.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, bus, channel_cost, live, peers, seed, servers, ts_channel
+from bench import append_cost, bus, channel_cost, gateway, live, peers, seed, servers, ts_channel
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -199,6 +200,9 @@ def run(plan: Plan) -> Results:
             "ts_channel", lambda: ts_channel.suite(plan, workdir), timings
         )
         ts_channel.write(results["ts_channel"])
+        # Issue 18: the gateway against the upstream alone, our store and mcp-persist
+        # (bench/results/gateway.md).
+        results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results

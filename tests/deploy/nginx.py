@@ -72,15 +72,18 @@ class Nginx:
     prefix: Path
     replicas: list[str]
     port: int = 0
+    config: Path = CONFIG  # another `http`-context file of deploy/nginx (gateway.conf)
+    folder: str = "eventlog.d"  # the folder of that file's two includes
 
     def __post_init__(self) -> None:
         self.port = self.port or free_port()
-        for folder in ("eventlog.d", "temp"):
+        for folder in (self.folder, "temp"):
             (self.prefix / folder).mkdir(parents=True, exist_ok=True)
-        (self.prefix / "nginx.conf").write_text(_MAIN.format(prefix=self.prefix, config=CONFIG))
+        main = _MAIN.format(prefix=self.prefix, config=self.config)
+        (self.prefix / "nginx.conf").write_text(main)
         servers = "".join(f"server {url.removeprefix('http://')};\n" for url in self.replicas)
-        (self.prefix / "eventlog.d" / "replicas.conf").write_text(servers)
-        (self.prefix / "eventlog.d" / "listen.conf").write_text(f"listen 127.0.0.1:{self.port};\n")
+        (self.prefix / self.folder / "replicas.conf").write_text(servers)
+        (self.prefix / self.folder / "listen.conf").write_text(f"listen 127.0.0.1:{self.port};\n")
 
     @property
     def url(self) -> str:

@@ -19,6 +19,18 @@ from tests.support.processes import ServerProcess
 from tests.support.upstreams import upstream_process
 
 
+def matrix_gateway(
+    upstream_mcp_url: str, database_url: str, workdir: Path, env: dict[str, str] | None = None
+) -> ServerProcess:
+    """tests/support/gateway.py's gateway (not started) with the matrix's settings, given
+    two minutes to start: seven sessions share two cores here."""
+    server = gateway_process_of(
+        upstream_mcp_url, database_url, workdir, {**MATRIX_SETTINGS, **(env or {})}
+    )
+    server.start_timeout = 120.0
+    return server
+
+
 @dataclass
 class Gateway:
     """A gateway process and the upstream behind it."""
@@ -72,8 +84,7 @@ def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayFactor
                         pool.submit(asyncio.run, empty_postgres(database_url)).result()
                     emptied.add(database_url)
                 up = stack.enter_context(upstream_process(upstream, workdir))
-                settings = {**MATRIX_SETTINGS, **env}
-                gateway = gateway_process_of(f"{up.base_url}/mcp", database_url, workdir, settings)
+                gateway = matrix_gateway(f"{up.base_url}/mcp", database_url, workdir, env)
                 server = stack.enter_context(gateway)
                 running[key] = Gateway(server, up, database_url)
             return running[key]

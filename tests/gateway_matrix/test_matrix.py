@@ -66,6 +66,10 @@ ARGS = "db,upstream,client"
 def gateway_of(
     request: pytest.FixtureRequest, gateways: GatewayFactory
 ) -> Any:  # a (db, upstream, **env) -> Gateway callable bound to this test's request
+    if request.node.callspec.params.get("db") == "postgresql":
+        # Resolved here, before the test's event loop runs (its set-up calls asyncio.run).
+        request.getfixturevalue("postgres_database")
+
     def get(db: str, upstream: str, **env: str) -> Gateway:
         return gateways(request, db, upstream, **env)
 

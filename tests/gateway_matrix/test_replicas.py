@@ -17,9 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway_matrix.conftest import MATRIX_SETTINGS
+from tests.gateway_matrix.conftest import matrix_gateway
 from tests.support.databases import empty_postgres
-from tests.support.gateway import gateway_process_of
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
 from tests.support.tcp_proxy import TcpProxy
@@ -39,8 +38,8 @@ def replicas(
     with upstream_process("python", workdir) as up:
         mcp = f"{up.base_url}/mcp"
         with (
-            gateway_process_of(mcp, postgres_database, workdir, MATRIX_SETTINGS) as first,
-            gateway_process_of(mcp, postgres_database, workdir, MATRIX_SETTINGS) as second,
+            matrix_gateway(mcp, postgres_database, workdir) as first,
+            matrix_gateway(mcp, postgres_database, workdir) as second,
         ):
             yield up, first, second
 
@@ -101,7 +100,7 @@ async def test_postgresql_restarted_mid_stream_loses_nothing_the_client_was_show
     and the call ends with its result."""
     with upstream_process("python", tmp_path) as up:
         mcp = f"{up.base_url}/mcp"
-        with gateway_process_of(mcp, private_pg.url, tmp_path, MATRIX_SETTINGS) as gateway:
+        with matrix_gateway(mcp, private_pg.url, tmp_path) as gateway:
             tag = "pg-restart"
             program = [
                 {"op": "call", "arguments": {"n": 12, "pause_at": 4, "tag": tag}},

@@ -77,6 +77,7 @@ class ServerProcess:
         self.port = port or free_port()
         self.argv: tuple[str, ...] = ("-m", "app", "serve", "--port", str(self.port), *args)
         self.executable = sys.executable  # another program (`node`) for a non-Python server
+        self.start_timeout = START_TIMEOUT  # more for a slow start on a loaded machine
         self.ready_path = "/healthz"
         self.ready_status: int | None = 200
         self._process: subprocess.Popen[bytes] | None = None
@@ -123,7 +124,7 @@ class ServerProcess:
 
     def _wait_until_ready(self) -> None:
         url = self.base_url + self.ready_path
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
@@ -138,7 +139,7 @@ class ServerProcess:
                 pass
             time.sleep(0.05)  # polling a process we do not control: there is no event to await
         self.kill()
-        raise TimeoutError(f"{url} did not answer in {START_TIMEOUT} s; log:\n{self.log()}")
+        raise TimeoutError(f"{url} did not answer in {self.start_timeout} s; log:\n{self.log()}")
 
     def kill(self) -> None:
         """`kill -9` the process: no shutdown, no flush, no goodbye."""

@@ -121,7 +121,10 @@ async function call(op, spec) {
       dropped = true;
       print(op, 'dropped', { token: tokens[op].at(-1) });
       // Closing the transport aborts every connection of this client; the session stays.
-      main.transport.close().then(() => { main = undefined; });
+      // After the token's own message has been handled (the SDK hands the token over
+      // first, then the message, handled in later microtasks), so it saw what it holds.
+      const transport = main.transport;
+      setTimeout(() => transport.close().then(() => { main = undefined; }), 0);
     }
   };
   try {

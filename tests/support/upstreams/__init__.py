@@ -67,11 +67,13 @@ def upstream_process(name: str, workdir: Path, port: int | None = None) -> Serve
         server = ServerProcess.program([], port=port, log_path=log)
         server.argv = (script, name.removeprefix("ts-"), str(port))
         server.executable = node
+        server.start_timeout = 120.0
         return server
     else:
         raise ValueError(f"unknown upstream {name!r}")
     server = ServerProcess.program(argv, port=port, log_path=log)
     server.executable = sys.executable
+    server.start_timeout = 120.0  # a loaded machine: imports alone may take long
     return server
 
 
