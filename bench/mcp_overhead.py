@@ -13,7 +13,7 @@ measures issue 19's last two goals instead: the official SDK server (`bench.sdk_
 as a process per store — none, the SDK example's in-memory store, `EventLogEventStore`
 over the channel and over REST — and the SDK's client calling its `progress` tool: the
 wall time of one call streaming 200 progress notifications (median of 5 calls), and the
-notifications/s of 16 such calls at once, in interleaved rounds; the ratios are to the
+notifications/s of 16 such calls at once (16 sessions), in interleaved rounds; the ratios are to the
 server without an event store, measured in the same round.
 """
 
@@ -159,8 +159,11 @@ def sdk_server(store: str, eventlog: str) -> Iterator[str]:
 
 
 async def _calls(url: str, notifications: int, concurrent: int, single: int) -> tuple[float, float]:
-    """One session: the median seconds of `single` calls one after another, then the
-    notifications/s of `concurrent` calls at once."""
+    """The median seconds of `single` calls one after another in one session, then the
+    notifications/s of `concurrent` calls at once, each in a session of its own (the SDK
+    stores a session's messages one after another, in its message router)."""
+    from contextlib import AsyncExitStack
+
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -176,24 +179,26 @@ async def _calls(url: str, notifications: int, concurrent: int, single: int) -> 
         )
         assert not result.is_error, result
 
-    async with (
-        streamable_http_client(url) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        await call(session)  # warm-up: connections, the store's first generation
+    async with AsyncExitStack() as stack:
+        sessions = []
+        for _ in range(max(concurrent, 1)):
+            read, write = await stack.enter_async_context(streamable_http_client(url))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            sessions.append(session)
+        await call(sessions[0])  # warm-up: connections, the store's channel
         times = []
         for _ in range(single):
             started = time.perf_counter()
-            await call(session)
+            await call(sessions[0])
             times.append(time.perf_counter() - started)
         counted = 0
         started = time.perf_counter()
         async with anyio.create_task_group() as tasks:
-            for _ in range(concurrent):
+            for session in sessions:
                 tasks.start_soon(call, session)
         elapsed = time.perf_counter() - started
-        assert counted == notifications * concurrent, (counted, notifications * concurrent)
+        assert counted == notifications * len(sessions), (counted, notifications)
     return statistics.median(times), counted / elapsed
 
 
