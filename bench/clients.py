@@ -21,7 +21,8 @@ time per request. Kinds:
 - `store_event`: `EventLogEventStore.store_event` on the real service, one message after
   another on one stream (a progress notification, as the SDK's router hands it), and the
   bare `EventLogClient.append` of the same event, interleaved in blocks, with the store's
-  client on the transport `spec["transport"]` (`default` or `httpx`).
+  client on the transport `spec["transport"]` (`default` or `httpx`: REST appends;
+  `channel`: the appends over the append channel, the store's default since issue 19).
 
 `python -m bench.clients --table [--rounds N] [--requests N]` runs the comparison of
 issue 11's client row in one go, side by side in interleaved rounds: the service (SQLite,
@@ -180,7 +181,10 @@ async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
     transport = (
         httpx.AsyncHTTPTransport(trust_env=False) if spec.get("transport") == "httpx" else None
     )
-    client = EventLogClient(url, transport=transport)
+    # `channel`: the appends over the append channel (the store's default), on the
+    # default HTTP transport for everything else; `default` and `httpx`: REST appends.
+    over = "channel" if spec.get("transport") == "channel" else "rest"
+    client = EventLogClient(url, transport=transport, append_transport=over)
     store = EventLogEventStore(client=client, max_events=1_000_000)
     stored: list[list[float]] = []
     bare: list[list[float]] = []
@@ -221,6 +225,7 @@ async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 _KINDS = {"clients": run_clients, "store_event": run_store_event}
+TRANSPORTS = ("channel", "default", "httpx")
 
 
 def table(rounds: int, requests: int, seconds: float) -> dict[str, Any]:
@@ -244,7 +249,7 @@ def table(rounds: int, requests: int, seconds: float) -> dict[str, Any]:
                 "service_wrk": wrkload.append(service.port, tokens, batch=1, seconds=seconds),
                 "noop_wrk": wrkload.append(noop.port, ["noop"], batch=1, seconds=seconds),
             }
-            for transport in ("default", "httpx"):
+            for transport in TRANSPORTS:
                 measured[f"store_event_{transport}"] = append_cost.clients_process(
                     {
                         "kind": "store_event",
@@ -275,17 +280,22 @@ def print_table(result: dict[str, Any]) -> None:
     print("\n| figure | p50 | over the service's own p50 |")
     print("|---|---|---|")
     print(f"| the service's own p50 (wrk, 1 connection) | {_median(service)} | — |")
-    for transport in ("default", "httpx"):
+    for transport in TRANSPORTS:
         for kind in ("store_event", "client_append"):
             p50 = [r[f"store_event_{transport}"][kind]["p50_ms"] for r in rounds]
             over = [p - s for p, s in zip(p50, service, strict=True)]
             label = f"`{kind}`, {transport} transport"
             print(f"| {label} | {_median(p50)} | {_median(over, '+')} |")
+    ratio = [
+        r["store_event_channel"]["store_event"]["p50_ms"] / r["service_wrk"]["p50_ms"]
+        for r in rounds
+    ]
+    print(f"\n`store_event` over the channel ÷ the service's own REST p50: {_median(ratio)}")
     print("\nThe same, against a bare asyncio exchange with the service (`bench/wire.py`)")
     print("in the same process, in 8 round-robin blocks per round:\n")
     print("| figure | p50 | minus the bare exchange's p50 |")
     print("|---|---|---|")
-    for transport in ("default", "httpx"):
+    for transport in TRANSPORTS:
         runs = [r[f"store_event_{transport}"] for r in rounds]
         wire = [run["wire_append"]["p50_ms"] for run in runs]
         print(f"| bare exchange ({transport} run) | {_median(wire)} | — |")
@@ -316,9 +326,10 @@ def main() -> int:
         parser.add_argument("--rounds", type=int, default=5)
         parser.add_argument("--requests", type=int, default=400)
         parser.add_argument("--seconds", type=float, default=2.0)
+        parser.add_argument("--results", default="clients.json", help="file in bench/results/")
         args = parser.parse_args()
         result = table(args.rounds, args.requests, args.seconds)
-        results = Path(__file__).resolve().parent / "results" / "clients.json"
+        results = Path(__file__).resolve().parent / "results" / args.results
         results.write_text(json.dumps(result, indent=1) + "\n")
         print_table(result)
         return 0

@@ -5,7 +5,16 @@ service as a process (a fresh SQLite file with the default settings unless a URL
 then stores the same messages, one at a time as the SDK's message router does, through the
 SDK's in-memory example store (`bench.sdk_store`) and through `EventLogEventStore`, in one
 run, and prints the per-message latency of each and the difference: progress notifications
-(the common case) and 4 MiB tool results (stored as parts of at most 1 MiB).
+(the common case) and 4 MiB tool results (stored as parts of at most 1 MiB). The store
+appends over the channel (its default); `--append-transport rest` measures REST.
+
+`python -m bench.mcp_overhead --sdk-calls [--rounds N] [--notifications N] [--concurrent N]`
+measures issue 19's last two goals instead: the official SDK server (`bench.sdk_server`)
+as a process per store — none, the SDK example's in-memory store, `EventLogEventStore`
+over the channel and over REST — and the SDK's client calling its `progress` tool: the
+wall time of one call streaming 200 progress notifications (median of 5 calls), and the
+notifications/s of 16 such calls at once (16 sessions), in interleaved rounds; the ratios are to the
+server without an event store, measured in the same round.
 """
 
 from __future__ import annotations
@@ -90,10 +99,10 @@ def summary(timings: list[float]) -> tuple[float, float, float]:
     return statistics.median(ordered) * 1e3, statistics.fmean(ordered) * 1e3, p99 * 1e3
 
 
-async def measure(url: str, messages: int, large: int) -> None:
+async def measure(url: str, messages: int, large: int, append_transport: str) -> None:
     """Store the messages through both stores and print the comparison."""
     memory = InMemoryEventStore()
-    eventlog = EventLogEventStore(url)
+    eventlog = EventLogEventStore(url, append_transport=append_transport)  # type: ignore[arg-type]
     try:
         with session_scope("bench"):
             await per_message(eventlog, "warm-up", 100)  # connections, SQLite page cache
@@ -114,7 +123,8 @@ async def measure(url: str, messages: int, large: int) -> None:
     print("   transaction; the store adds its scope lookup, lock and JSON encoding on top)")
     print(f"store_event, {large} tool results of 4 MiB (4 parts each), one at a time:")
     table(large_rows)
-    print(f"failed stores: {eventlog.failed_stores}")
+    print(f"failed stores: {eventlog.failed_stores}; appends over REST instead of the channel:")
+    print(f"  {dict(eventlog.append_fallbacks)} (appends: {append_transport})")
 
 
 def table(rows: dict[str, tuple[float, float, float]]) -> None:
@@ -125,6 +135,124 @@ def table(rows: dict[str, tuple[float, float, float]]) -> None:
     base, ours = rows["in-memory example store"], rows["EventLogEventStore"]
     added = [mine - theirs for mine, theirs in zip(ours, base, strict=True)]
     print(f"  {'added per message':26} {added[0]:+7.3f}ms {added[1]:+7.3f}ms {added[2]:+7.3f}ms")
+
+
+SDK_STORES = ("none", "memory", "eventlog-channel", "eventlog-rest")
+
+
+@contextmanager
+def sdk_server(store: str, eventlog: str) -> Iterator[str]:
+    """`bench.sdk_server` with `store` on a free port; yields its MCP endpoint's URL."""
+    port = _free_port()
+    kind, _, transport = store.partition("-")
+    argv = [sys.executable, "-m", "bench.sdk_server", "--port", str(port), "--store", kind]
+    if kind == "eventlog":
+        argv += ["--eventlog", eventlog, "--append-transport", transport]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
+    child = subprocess.Popen(argv, cwd=REPO, env=env)  # noqa: S603 - our own module
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/", child, any_status=True)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+async def _calls(url: str, notifications: int, concurrent: int, single: int) -> tuple[float, float]:
+    """The median seconds of `single` calls one after another in one session, then the
+    notifications/s of `concurrent` calls at once, each in a session of its own (the SDK
+    stores a session's messages one after another, in its message router)."""
+    from contextlib import AsyncExitStack
+
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    counted = 0
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal counted
+        counted += 1
+
+    async def call(session: ClientSession) -> None:
+        result = await session.call_tool(
+            "progress", {"n": notifications}, progress_callback=on_progress
+        )
+        assert not result.is_error, result
+
+    async with AsyncExitStack() as stack:
+        sessions = []
+        for _ in range(max(concurrent, 1)):
+            read, write = await stack.enter_async_context(streamable_http_client(url))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            sessions.append(session)
+        await call(sessions[0])  # warm-up: connections, the store's channel
+        times = []
+        for _ in range(single):
+            started = time.perf_counter()
+            await call(sessions[0])
+            times.append(time.perf_counter() - started)
+        counted = 0
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tasks:
+            for session in sessions:
+                tasks.start_soon(call, session)
+        elapsed = time.perf_counter() - started
+        assert counted == notifications * len(sessions), (counted, notifications)
+    return statistics.median(times), counted / elapsed
+
+
+def sdk_calls(database_url: str, rounds: int, notifications: int, concurrent: int) -> None:
+    """Issue 19's SDK rows: every store's server up at once, measured in interleaved rounds."""
+    import contextlib
+
+    with service(database_url, "FULL") as eventlog, contextlib.ExitStack() as stack:
+        urls = {store: stack.enter_context(sdk_server(store, eventlog)) for store in SDK_STORES}
+        figures: dict[str, list[tuple[float, float]]] = {store: [] for store in SDK_STORES}
+        for index in range(rounds):
+            for store, url in urls.items():
+                figures[store].append(anyio.run(_calls, url, notifications, concurrent, 5))
+            print(f"round {index + 1}/{rounds} done", file=sys.stderr)
+    print(f"{rounds} interleaved rounds; one call streaming {notifications} progress")
+    print(f"notifications (median of 5 calls), and {concurrent} such calls at once; median")
+    print("(range) of the rounds; ratios to the server without a store in the same round\n")
+    print(f"| store | one call, ms | over none | {concurrent} calls, notifications/s | of none |")
+    print("|---|---|---|---|---|")
+    base = figures["none"]
+    for store in SDK_STORES:
+        single = [one * 1e3 for one, _ in figures[store]]
+        rate = [many for _, many in figures[store]]
+        slower = [one / b for (one, _), (b, _) in zip(figures[store], base, strict=True)]
+        share = [many / b for (_, many), (_, b) in zip(figures[store], base, strict=True)]
+        print(
+            f"| {store} | {_spread(single, '.1f')} | {_spread(slower, '.2f')} "
+            f"| {_spread(rate, '.0f')} | {_spread(share, '.3f')} |"
+        )
+
+
+def _spread(values: list[float], form: str) -> str:
+    return f"{statistics.median(values):{form}} ({min(values):{form}}..{max(values):{form}})"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _wait_for(url: str, child: subprocess.Popen[bytes], *, any_status: bool = False) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            response = httpx.get(url, timeout=1)
+            if not any_status:
+                response.raise_for_status()
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or child.poll() is not None:
+                raise
+            time.sleep(0.05)  # polling a process: there is no event to await
 
 
 @contextmanager
@@ -168,13 +296,21 @@ def main() -> None:
     parser.add_argument(
         "--sqlite-synchronous", default="FULL", help="EVENTLOG_SQLITE_SYNCHRONOUS of the service"
     )
+    parser.add_argument("--append-transport", choices=("channel", "rest"), default="channel")
+    parser.add_argument("--sdk-calls", action="store_true", help="issue 19's SDK rows instead")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--notifications", type=int, default=200)
+    parser.add_argument("--concurrent", type=int, default=16)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         url = args.database_url or f"sqlite+aiosqlite:///{workdir}/eventlog.db"
+        if args.sdk_calls:
+            sdk_calls(url, args.rounds, args.notifications, args.concurrent)
+            return
         where = url.split("@")[-1]
         print(f"service database: {where} (SQLite synchronous={args.sqlite_synchronous})")
         with service(url, args.sqlite_synchronous) as base:
-            anyio.run(measure, base, args.messages, args.large)
+            anyio.run(measure, base, args.messages, args.large, args.append_transport)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from mcp_eventlog_client import (
     UnknownGeneration,
     ValidationFailed,
 )
+from mcp_eventlog_client.writer import APPEND_TRANSPORT_ENV, choose_append_transport
 
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.processes import eventlog_service
@@ -217,3 +218,17 @@ async def test_a_key_over_its_channels_appends_over_rest(tmp_path: Path) -> None
             assert holder.fallbacks == {}
             assert second.fallbacks == {"too_many_channels": 1, "channel_down": 1}
     assert [e.data for e in page.events] == ["1", "2", "3"]
+
+
+def test_the_transport_is_the_argument_else_the_environment_else_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(APPEND_TRANSPORT_ENV, raising=False)
+    assert choose_append_transport(None, "channel") == "channel"
+    assert EventLogClient("http://127.0.0.1:9").channel is None  # the plain client: REST
+    monkeypatch.setenv(APPEND_TRANSPORT_ENV, "rest")
+    assert choose_append_transport(None, "channel") == "rest"
+    assert choose_append_transport("channel", "rest") == "channel"
+    monkeypatch.setenv(APPEND_TRANSPORT_ENV, "carrier-pigeon")
+    with pytest.raises(ValueError, match="carrier-pigeon"):
+        choose_append_transport(None, "channel")

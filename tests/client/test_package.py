@@ -59,7 +59,7 @@ def test_pip_install_into_a_fresh_venv_brings_only_the_http_client(tmp_path: Pat
     )
     installed = {entry["name"].lower() for entry in json.loads(listed.stdout)}
     assert "mcp-eventlog-client" in installed
-    assert {"httpx", "httpx-sse", "sniffio"} <= installed
+    assert {"httpx", "httpx-sse", "sniffio", "websockets"} <= installed  # the append channel
     assert installed & SERVICE_ONLY == set()
     assert "mcp" not in installed  # the SDK only comes with the [mcp] extra
     assert "aiohttp" not in installed  # the fast transport too (the [aiohttp] or [mcp] extra)

@@ -268,9 +268,11 @@ class AppendChannel:
         frame.link = link
         link.frames.append(frame)
         text = json.dumps({"id": frame.id, **frame.body}, separators=(",", ":"), ensure_ascii=False)
-        # A closed link: its reader sees the close and resends what is unanswered.
+        # Shielded: a caller that gives up mid-send must not leave a frame in `link.frames`
+        # that never went out (the next answer would then look like another frame's). A
+        # closed link: its reader sees the close and resends what is unanswered.
         with contextlib.suppress(ConnectionClosed):
-            await link.ws.send(text)
+            await asyncio.shield(link.ws.send(text))
 
     def _fail(self, link: _Link, error: EventLogError) -> None:
         """Give `link` up: its reader ends, and recovery resends or fails its frames."""
