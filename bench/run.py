@@ -1,8 +1,9 @@
 """The run: every measurement in one process tree, side by side, in a fixed order.
 
 First issue 11's table (`bench/append_cost.py`: the append against its ceilings, in
-interleaved rounds), then resume and replay by stored history on each database, then the
-peers (the SDK's in-memory store, Redis Streams).
+interleaved rounds), issue 19's (`bench/channel_cost.py`: the append channel, and the
+PostgreSQL append in one statement, against theirs), then resume and replay by stored
+history on each database, then the peers (the SDK's in-memory store, Redis Streams).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, bus, live, peers, seed, servers, ts_channel
+from bench import append_cost, bus, channel_cost, live, peers, seed, servers, ts_channel
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -178,6 +179,9 @@ def run(plan: Plan) -> Results:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eventlog-bench-")))
         results["append_cost"] = _timed(
             "append_cost", lambda: append_cost.suite(plan, workdir), timings
+        )
+        results["channel_cost"] = _timed(
+            "channel_cost", lambda: channel_cost.suite(plan, workdir), timings
         )
         results["sqlite"] = _timed("sqlite", lambda: sqlite_suite(plan, workdir), timings)
         if servers.postgres_available():

@@ -163,7 +163,7 @@ class Channel:
         try:
             raw = strict_json(text)
             if isinstance(raw, dict) and isinstance(raw.get("id"), _SCALARS):
-                frame_id = raw["id"]
+                frame_id = raw.get("id")
             frame = AppendFrame.model_validate(raw)
         except EventLogError as refused:
             return _ready(refused_answer(frame_id, refused))
@@ -228,6 +228,7 @@ class Channel:
     async def _close(self, end: Close) -> None:
         if end is LEFT:
             return
+        log.info("closing an append channel: %d %s", end.code, end.reason)
         try:
             async with asyncio.timeout(_CLOSE_WAIT):
                 await self._websocket.close(end.code, end.reason)

@@ -16,7 +16,11 @@ Everything that is PostgreSQL's alone is here, behind the hooks of `Dialect`:
   process, re-listened after the database comes back, with a wake-up of everyone to catch
   up on what was missed;
 - its spelling of `INSERT … ON CONFLICT DO NOTHING`, and an advisory lock for a pass that
-  one replica at a time runs.
+  one replica at a time runs;
+- the common append in one statement (`append_at_tail`): a data-modifying CTE that moves
+  the tail (the shared guarded `UPDATE … RETURNING` of `tail.py`), inserts the rows and
+  calls `pg_notify`, so that an append is one round trip between BEGIN and COMMIT; a
+  stream it announced is not announced again at COMMIT.
 """
 
 from __future__ import annotations
@@ -27,16 +31,30 @@ import time
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import asyncpg
-from sqlalchemy import Column, Table, text
+from sqlalchemy import (
+    Column,
+    Integer,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    func,
+    insert,
+    select,
+    text,
+    true,
+)
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine, RowMapping, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
+from app.storage import schema, tail
 from app.storage.changes import Changes, take_touched
 from app.storage.dialect import Dialect, Engines
 from app.storage.errors import translated_errors
@@ -52,6 +70,10 @@ CHANNEL = "eventlog"
 # below it.
 _PAYLOAD_PKS = 500
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+# What a connection's running transaction needs for the one-statement append: the origin
+# its announcements name, and the streams it announced already (not announced again).
+_ORIGIN = "eventlog.origin"
+_ANNOUNCED = "eventlog.announced"
 
 
 class PostgresDialect(Dialect):
@@ -84,6 +106,27 @@ class PostgresDialect(Dialect):
 
     def insert_ignore(self, table: Table, keys: Sequence[Column[Any]]) -> Insert:
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=list(keys))
+
+    def append_at_tail(self, conn: Connection, at: tail.AtTail) -> RowMapping | None:
+        """One statement: move the tail, insert the rows, announce the stream."""
+        origin = conn.info.get(_ORIGIN)
+        if origin is None:  # a write outside `DirectTransactions` (nothing to announce as)
+            return tail.two_statements(conn, at)
+        bodies = at.batch.bodies
+        params = at.params() | {
+            "b_events": [body.event for body in bodies],
+            "b_datas": [body.data for body in bodies],
+            "b_sizes": list(at.batch.sizes),
+            "b_channel": CHANNEL,
+            "b_head": f"{origin};{time.time():.6f};",
+        }
+        statement = _ONE_STATEMENT[(at.first_seq is not None, at.terminal)]
+        row = conn.execute(statement, params).one_or_none()
+        if row is None:
+            return None
+        moved = row._mapping
+        conn.info.setdefault(_ANNOUNCED, set()).add(moved["stream_pk"])
+        return moved
 
     @asynccontextmanager
     async def exclusive(self, engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
@@ -128,6 +171,7 @@ class DirectTransactions:
         return result
 
     def _unit(self, conn: Connection, work: Work[T]) -> tuple[T, Changes]:
+        conn.info[_ORIGIN] = self._origin
         try:
             result = work(conn)
         except BaseException:
@@ -135,10 +179,12 @@ class DirectTransactions:
             # unless the connection died: asking it would raise over the error that says so.
             if not conn.invalidated:
                 take_touched(conn)
+                conn.info.pop(_ANNOUNCED, None)
             raise
         changed = take_touched(conn)
-        if changed:
-            notify(conn, changed, origin=self._origin)
+        announced: set[int] = conn.info.pop(_ANNOUNCED, set())
+        if changed.keys() - announced:
+            notify(conn, changed.keys() - announced, origin=self._origin)
         return result, changed
 
     async def close(self) -> None:
@@ -231,3 +277,38 @@ class PostgresNotifications:
         finally:
             if not conn.is_closed():
                 conn.terminate()
+
+
+def _one_statement(checked_seq: bool, terminal: bool) -> Any:
+    """`WITH moved AS (UPDATE … RETURNING *), stored AS (INSERT … SELECT FROM moved,
+    unnest(…)), told AS (SELECT pg_notify(…) FROM moved) SELECT moved.* FROM moved, told`:
+    nothing is stored or told when the guarded UPDATE matches no row."""
+    at = tail.AtTail(0, "", tail.Batch((), ()), 1 if checked_seq else None, terminal, *_EPOCH)
+    moved = tail.tail_update(at).cte("moved")
+    rows = (
+        func.unnest(
+            bindparam("b_events", type_=postgresql.ARRAY(Text)),
+            bindparam("b_datas", type_=postgresql.ARRAY(Text)),
+            bindparam("b_sizes", type_=postgresql.ARRAY(Integer)),
+        )
+        .table_valued("event", "data", "nbytes", with_ordinality="ord")
+        .render_derived()
+    )
+    e = schema.events
+    stored = insert(e).from_select(
+        [e.c.generation_pk, e.c.seq, e.c.event, e.c.data, e.c.nbytes],
+        select(
+            moved.c.id,
+            moved.c.tail_seq - bindparam("b_n") + rows.c.ord,
+            rows.c.event,
+            rows.c.data,
+            rows.c.nbytes,
+        ).select_from(moved.join(rows, true())),
+    )
+    payload = bindparam("b_head", type_=Text) + cast(moved.c.stream_pk, Text)
+    told = select(func.pg_notify(bindparam("b_channel"), payload).label("told")).cte("told")
+    return select(*moved.c).select_from(moved.join(told, true())).add_cte(stored.cte("stored"))
+
+
+_EPOCH = (datetime.fromtimestamp(0, UTC), datetime.fromtimestamp(0, UTC))
+_ONE_STATEMENT = {(c, t): _one_statement(c, t) for c in (False, True) for t in (False, True)}

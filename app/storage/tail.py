@@ -125,6 +125,12 @@ def _tail_update(checked_seq: bool, terminal: bool) -> ReturningUpdate[Any]:
 _TAIL_UPDATES = {(c, t): _tail_update(c, t) for c in (False, True) for t in (False, True)}
 
 
+def tail_update(at: AtTail) -> ReturningUpdate[Any]:
+    """The guarded `UPDATE … RETURNING` that moves the tail for `at` (built once), for a
+    database whose own statement wraps it (PostgreSQL's one-statement append)."""
+    return _TAIL_UPDATES[(at.first_seq is not None, at.terminal)]
+
+
 def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Store events rows (one statement, built once)."""
     conn.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
@@ -133,8 +139,7 @@ def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
 def two_statements(conn: Connection, at: AtTail) -> RowMapping | None:
     """The guarded `UPDATE … RETURNING` that moves the tail, then the INSERT of the rows:
     the generation's row as it left it, or None (nothing written) when the rules say no."""
-    statement = _TAIL_UPDATES[(at.first_seq is not None, at.terminal)]
-    row = conn.execute(statement, at.params()).one_or_none()
+    row = conn.execute(tail_update(at), at.params()).one_or_none()
     if row is None:
         return None
     moved = row._mapping

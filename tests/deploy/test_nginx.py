@@ -15,9 +15,8 @@ processes on one PostgreSQL database of the test's own.
   exactly: every event once, in order.
 - Long-polls (`?after=N&wait=S`) pass: answered at the append, or empty at the wait's end.
 - Bad input gets the same answer through nginx as directly (status and problem `code`).
-- The WebSocket append channel (`GET /v1/append`, issue 19) has its location in the
-  configuration; the handshake through nginx is exercised once the endpoint exists (until
-  then that test is a strict xfail, so it fails the day the endpoint lands).
+- The WebSocket append channel (`GET /v1/append`, issue 19) passes nginx: a frame sent
+  through it is appended and answered.
 
 nginx runs from a temporary prefix on a free port of 127.0.0.1; the replicas are open
 (no keys), which `serve` allows on loopback only.
@@ -316,11 +315,6 @@ def test_bad_input_gets_the_same_answers_through_nginx(stack: Stack) -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the append channel GET /v1/append is issue 19's; until it exists the service "
-    "answers its handshake 404 — when this passes, remove this mark",
-)
 def test_the_append_channel_passes_nginx(stack: Stack) -> None:
     from websockets.sync.client import connect
 
