@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 # What serving needs (the service alone), and everything the tests need on top of it.
 SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
 .PHONY: install run migrate dist dist-folder dist-service dist-python-client dist-typescript test check test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
 
@@ -18,9 +18,10 @@ $(SERVE_STAMP): pyproject.toml constraints.txt
 	$(PIP) -e .
 	rm -f $(VENV)/.serve-* && touch $@
 
-$(STAMP): $(SERVE_STAMP) clients/python/pyproject.toml tests/support/ts_client/package-lock.json
+$(STAMP): $(SERVE_STAMP) clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json
 	$(PIP) -e '.[dev,mcp]' -e './clients/python[mcp]'
 	cd tests/support/ts_client && npm ci --no-audit --no-fund --loglevel=error
+	cd tests/support/upstreams/ts_server && npm ci --no-audit --no-fund --loglevel=error
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)  ## create .venv; install the service (dev, MCP extras), the Python client package, the TS test client
@@ -97,7 +98,7 @@ format: $(STAMP)
 # wrk is the outside load generator of the append figures (Debian package `wrk`). Installed
 # with apt-get when missing and we are root; when it cannot be, the bench says so and falls
 # back to its own Python load process (bench/load.py), so this target never fails.
-bench-tools:  ## install wrk (apt-get) for the bench when it is missing
+bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the TypeScript package's modules (its bus bench)
 	@if command -v wrk >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
 		echo "bench-tools: wrk is missing and apt-get cannot run here (not root?); the bench falls back to its Python load process"; \
@@ -107,6 +108,7 @@ bench-tools:  ## install wrk (apt-get) for the bench when it is missing
 		|| { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } \
 		|| echo "bench-tools: apt-get could not install wrk; the bench falls back to its Python load process"; \
 	fi
+	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 
 bench: $(STAMP) bench-tools  ## the benchmarks (under 10 min): tables on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench

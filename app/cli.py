@@ -1,4 +1,4 @@
-"""`mcp-eventlog serve | migrate | gc | admin …`: the service's command line."""
+"""`mcp-eventlog serve | gateway | migrate | gc | admin …`: the service's command line."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import dataclasses
 import ipaddress
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         # Only `serve` uses the keys: `migrate`, `gc` and `admin` work whatever they hold.
-        settings = Settings() if args.command == "serve" else Settings(keys=())
+        settings = Settings() if args.command in ("serve", "gateway") else Settings(keys=())
     except (ValidationError, SettingsError) as error:
         for line in configuration_errors(error):
             print(f"mcp-eventlog: configuration error: {line}", file=sys.stderr)
@@ -54,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         upgrade(settings.database_url)
         log.info("schema is at the newest migration")
         return 0
+    if args.command == "gateway":
+        return _gateway(args, settings)
     return _serve(args, settings)
 
 
@@ -65,10 +68,56 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default EVENTLOG_HOST, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default EVENTLOG_PORT, 8080)")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    _add_gateway_parser(commands)
     commands.add_parser("migrate", help="bring the database schema to the newest migration")
     commands.add_parser("gc", help="run one retention pass now (expire, purge, trim) and exit")
     add_admin_parser(commands)
     return parser
+
+
+def _add_gateway_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    gateway = commands.add_parser(
+        "gateway", help="serve the service plus an MCP endpoint recording an upstream server"
+    )
+    gateway.add_argument(
+        "--upstream", help="the upstream MCP endpoint URL (default EVENTLOG_GATEWAY_UPSTREAM)"
+    )
+    gateway.add_argument("--path", help="the MCP endpoint's path (default /mcp)")
+    gateway.add_argument("--host", help="bind address (default EVENTLOG_HOST, 127.0.0.1)")
+    gateway.add_argument("--port", type=int, help="port (default EVENTLOG_PORT, 8080)")
+    gateway.set_defaults(workers=1)
+
+
+def _gateway(args: argparse.Namespace, settings: Settings) -> int:
+    """`serve`, with the MCP endpoint: the flags become the settings the factory reads."""
+    if args.upstream:
+        os.environ["EVENTLOG_GATEWAY_UPSTREAM"] = args.upstream
+    if args.path:
+        os.environ["EVENTLOG_GATEWAY_PATH"] = args.path
+    # A gateway's request stream is terminal once its response is stored; a client that
+    # missed the end resumes into it, so the gateway replays terminal generations unless
+    # told otherwise (docs/gateway.md).
+    os.environ.setdefault("EVENTLOG_TERMINAL_RESUME", "replay")
+    try:
+        settings = Settings()
+    except (ValidationError, SettingsError) as error:
+        for line in configuration_errors(error):
+            print(f"mcp-eventlog: configuration error: {line}", file=sys.stderr)
+        return 2
+    if not settings.gateway_upstream:
+        print(
+            "mcp-eventlog: gateway needs --upstream URL (or EVENTLOG_GATEWAY_UPSTREAM)",
+            file=sys.stderr,
+        )
+        return 2
+    return _serve(
+        args,
+        settings,
+        factory="app.gateway.app:create_gateway_app",
+        # Open relays keep their connections: shutdown waits for them this long, then the
+        # recordings still in flight are marked upstream_lost (docs/gateway.md).
+        graceful=settings.gateway_shutdown_grace_seconds,
+    )
 
 
 async def _collect_garbage(settings: Settings) -> RetentionPass:
@@ -85,7 +134,12 @@ async def _admin(args: argparse.Namespace) -> int:
         return await run_admin(args, client)
 
 
-def _serve(args: argparse.Namespace, settings: Settings) -> int:
+def _serve(
+    args: argparse.Namespace,
+    settings: Settings,
+    factory: str = "app.api.app:create_app",
+    graceful: float | None = None,
+) -> int:
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
     if not settings.keys and not _is_loopback(host):
@@ -101,12 +155,38 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         migrate = dialect_for(settings.database_url).migrates_on_start
     if migrate:
         upgrade(settings.database_url)
+    run_server(
+        factory, host=host, port=port, workers=args.workers, settings=settings, graceful=graceful
+    )
+    return 0
+
+
+# uvicorn's httptools protocol with bounded request heads, a head timeout and a connection
+# cap (issue 21, item 2), named as the app factory is: the CLI imports nothing of the API.
+HTTP_PROTOCOL = "app.api.connections:GuardedHttpToolsProtocol"
+
+
+def run_server(
+    factory: str,
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    settings: Settings,
+    graceful: float | None = None,
+) -> None:
+    """Serve the app `factory` (an import string) with uvicorn: every command that serves
+    HTTP (`serve`, `gateway`) starts it here, so that all get the same connection limits.
+    `graceful`: how long shutdown waits for open connections (default
+    `EVENTLOG_SHUTDOWN_TIMEOUT_SECONDS`)."""
     uvicorn.run(
-        "app.api.app:create_app",
+        factory,
         factory=True,
         host=host,
         port=port,
-        workers=args.workers,
+        workers=workers,
+        http=HTTP_PROTOCOL,
+        timeout_keep_alive=settings.keep_alive_seconds,
         log_level=settings.log_level,
         log_config=logging_config(settings),
         access_log=False,
@@ -114,8 +194,12 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         # as it is (compression would cost every frame CPU and open a decompression bomb).
         ws_max_size=settings.max_body_bytes,
         ws_per_message_deflate=False,
+        # Live readers are drained at the signal (app/api/draining.py): what is left to
+        # wait for is requests in flight, appends among them.
+        timeout_graceful_shutdown=math.ceil(
+            settings.shutdown_timeout_seconds if graceful is None else graceful
+        ),
     )
-    return 0
 
 
 # glibc's malloc serves a large block from the heap once a block of that size has been

@@ -19,9 +19,14 @@ The tree, with the code(s) each leaf answers with:
     │   │   ├── BatchTooLarge        batch_too_large
     │   │   └── EventTooLarge        event_too_large
     │   ├── InvalidRequest           validation_error
+    │   ├── ReservedEventType        reserved_event_type
+    │   ├── DuplicateClaim           bad_request (two `Last-Event-ID` headers)
     │   ├── AmbiguousStream          ambiguous_stream
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
+    │   ├── TooManyPages             too_many_pages
+    │   ├── CrossSession             cross_session (the gateway: a claim of another
+    │   │                            MCP session or credential; verdict `invalid`)
     │   └── NotAdmitted              the front door's, before the route's handler has a body
     │       ├── HostNotAllowed       host_not_allowed
     │       ├── OriginNotAllowed     origin_not_allowed
@@ -33,6 +38,10 @@ The tree, with the code(s) each leaf answers with:
     │       ├── BodyTimeout          body_timeout
     │       ├── InvalidJson          invalid_json
     │       └── InvalidText          validation_error
+    ├── UpstreamError                the gateway's upstream MCP server
+    │   ├── UpstreamUnavailable      upstream_unavailable (unreachable, or failing before
+    │   │                            it answered a forwarded request)
+    │   └── UpstreamUnreachable      upstream_unreachable (readiness: it does not answer)
     └── StorageError                 the database failed, or could not be reached
         ├── StorageUnavailable       database_unavailable (unreachable, restarting, busy)
         └── StorageFailed            storage_error
@@ -147,6 +156,13 @@ class InvalidRequest(Rejected):
     code = "validation_error"
 
 
+class ReservedEventType(Rejected):
+    """An event's type is the name of a control event of live reads (`reset`, `end`): a
+    browser's `EventSource` would hand it to the listeners of the service's own events."""
+
+    code = "reserved_event_type"
+
+
 class AmbiguousStream(Rejected):
     """A stream id that several tenants use, asked about without saying which tenant."""
 
@@ -163,6 +179,26 @@ class TooManyReaders(Rejected):
     """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
 
     code = "too_many_readers"
+
+
+class TooManyPages(Rejected):
+    """This process already sends as many pages of events as it may at once
+    (`EVENTLOG_MAX_PAGES_IN_FLIGHT`, `EVENTLOG_MAX_RESPONSE_BYTES_IN_FLIGHT`)."""
+
+    code = "too_many_pages"
+
+
+class DuplicateClaim(Rejected):
+    """The request carries `Last-Event-ID` more than once: no one of them is taken."""
+
+    code = "bad_request"
+
+
+class CrossSession(Rejected):
+    """The gateway: a claimed id belongs to another MCP session or another credential."""
+
+    code = "cross_session"
+    members = MappingProxyType({"verdict": Verdict.INVALID.value})
 
 
 class NotAdmitted(Rejected):
@@ -227,6 +263,22 @@ class InvalidText(NotAdmitted):
     """A string of the request is not valid UTF-8 (a lone surrogate)."""
 
     code = "validation_error"
+
+
+class UpstreamError(EventLogError):
+    """The gateway's upstream MCP server failed."""
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The upstream did not answer a forwarded request (unreachable, or failed first)."""
+
+    code = "upstream_unavailable"
+
+
+class UpstreamUnreachable(UpstreamError):
+    """Readiness: the upstream does not answer at all."""
+
+    code = "upstream_unreachable"
 
 
 class StorageError(EventLogError):

@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1_048_576, ge=1)
     max_body_bytes_in_flight: int = Field(default=64 * 1_048_576, ge=1)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
+    # What a connection may take before it is a request (app/api/connections.py).
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_headers: int = Field(default=100, ge=1)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    keep_alive_seconds: int = Field(default=5, ge=1)
+    max_connections: int = Field(default=4_096, ge=1)
 
     default_page_limit: int = Field(default=500, ge=1)
     max_page_limit: int = Field(default=5_000, ge=1)
@@ -118,6 +124,31 @@ class Settings(BaseSettings):
     live_poll_seconds: float = Field(
         default=0.1, gt=0, description="SQLite: how often other processes' commits are looked for."
     )
+    # -- live reads and pages under hostile or careless readers (issue 21: 1, 4, 5) --
+    live_tenant_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="The share of EVENTLOG_LIVE_MAX_READERS one tenant may hold (live readers "
+        "and long-polls together) when the keys name more than one tenant.",
+    )
+    live_page_bytes: int = Field(
+        default=256 * 1024, ge=1, description="A live reader reads at most this much data a page."
+    )
+    live_chunk_bytes: int = Field(
+        default=16 * 1024, ge=1, description="A live page is sent in chunks of at most this."
+    )
+    max_response_bytes_in_flight: int = Field(
+        default=64 * 1_048_576,
+        ge=1,
+        description="Bytes of pages being sent at once, process-wide (live and paged).",
+    )
+    max_pages_in_flight: int = Field(
+        default=64, ge=1, description="Page requests served at once; past it 503 too_many_pages."
+    )
+    shutdown_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="How long a stopping process waits for requests to end."
+    )
 
     # The append channel (`GET /v1/append`, a WebSocket; issue 19).
     channel_max_in_flight: int = Field(
@@ -134,6 +165,38 @@ class Settings(BaseSettings):
     decision_log: bool = True
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)
+
+    # The gateway (`mcp-eventlog gateway`, docs/gateway.md).
+    gateway_upstream: str | None = Field(
+        default=None, description="The MCP server the gateway forwards to (its endpoint URL)."
+    )
+    gateway_path: str = Field(
+        default="/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The gateway's MCP path."
+    )
+    gateway_tenant: str = Field(
+        default="default", min_length=1, max_length=64, description="Tenant of recorded streams."
+    )
+    gateway_secret: str | None = Field(
+        default=None,
+        min_length=16,
+        repr=False,
+        description="Key of the session scopes' HMAC; replicas must share it. Default: random "
+        "per process (one gateway process only).",
+    )
+    gateway_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    gateway_read_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="Longest silence of an upstream response."
+    )
+    gateway_max_connections: int = Field(default=1_000, ge=1, description="Upstream connections.")
+    gateway_max_event_bytes: int = Field(
+        default=16 * 1_048_576, ge=1, description="Largest SSE event read from the upstream."
+    )
+    gateway_reconnects: int = Field(
+        default=3, ge=0, description="Reconnects to an upstream stream that gave event ids."
+    )
+    gateway_shutdown_grace_seconds: float = Field(
+        default=10.0, ge=0, description="How long shutdown waits for in-flight recordings."
+    )
 
     @field_validator("keys", mode="before")
     @classmethod

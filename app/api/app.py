@@ -15,6 +15,7 @@ from app import __version__, bootstrap, telemetry
 from app.api import admin, channel, health, live, writer
 from app.api.auth import Keyring
 from app.api.deps import ApiState
+from app.api.draining import drained_on_signal
 from app.api.frontdoor import install_front_door
 from app.api.limits import ChannelSlots
 from app.api.metrics import Metrics
@@ -52,7 +53,8 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
                 "tenant 'default' with writer and admin scopes; serve binds to loopback only"
             )
         async with state.container.running():
-            yield
+            with drained_on_signal(state.container.fanout.drain):
+                yield
 
     # FastAPI whose /docs and /redoc pages load their scripts from this service, not a CDN.
     app = FastAPIOffline(

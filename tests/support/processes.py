@@ -76,6 +76,7 @@ class ServerProcess:
         self.cwd = cwd or REPO
         self.port = port or free_port()
         self.argv: tuple[str, ...] = ("-m", "app", "serve", "--port", str(self.port), *args)
+        self.executable = sys.executable  # another program (`node`) for a non-Python server
         self.ready_path = "/healthz"
         self.ready_status: int | None = 200
         self._process: subprocess.Popen[bytes] | None = None
@@ -112,7 +113,7 @@ class ServerProcess:
         env = child_environment({**database, **self.extra_env})
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                [sys.executable, *self.argv],
+                [self.executable, *self.argv],
                 cwd=self.cwd,
                 env=env,
                 stdout=log,

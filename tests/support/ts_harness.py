@@ -6,16 +6,20 @@ sessions and `Last-Event-ID` resumption). `ensure_ts_client()` installs the harn
 locked npm dependencies (`npm ci`) when they are missing, so a fresh clone works; without
 Node it skips, except under `CI=true`. `ts_client(url, program, sdk=...)` runs the harness
 as a process and reads the JSON lines it prints as they come, so a test can wait for a
-moment of the call (a token, a progress step) and act on the servers then.
+moment of the call (a token, a progress step) and act on the servers then. `py_client`
+runs the official Python client (`tests.support.py_client`) on the same program language,
+and `mcp_client(kind, ...)` picks one of `CLIENTS`, so one test body drives all three.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,7 @@ import anyio.abc
 from tests.support.needs import missing
 
 HARNESS = Path(__file__).resolve().parent / "ts_client"
+REPO = HARNESS.parents[2]
 SDKS = {
     "v1": ("@modelcontextprotocol/sdk", "1.32.2"),
     "v2": ("@modelcontextprotocol/client", "2.4.0"),
@@ -115,7 +120,36 @@ async def ts_client(
     """Run the harness with SDK generation `sdk` against the MCP server at `url` (`/mcp`)."""
     node = ensure_ts_client()
     args = [node, str(HARNESS / "client.mjs"), sdk, f"{url}/mcp", json.dumps(program)]
-    async with await anyio.open_process(args, cwd=HARNESS) as process:
+    async with _program_client(args, HARNESS, "the TS client") as client:
+        yield client
+
+
+@asynccontextmanager
+async def py_client(url: str, program: list[dict[str, Any]]) -> AsyncIterator[TsClient]:
+    """The official Python client (`tests.support.py_client`) running the same program
+    language against the MCP server at `url` (`/mcp`), its lines read the same way."""
+    args = [sys.executable, "-m", "tests.support.py_client", f"{url}/mcp", json.dumps(program)]
+    async with _program_client(args, REPO, "the Python client") as client:
+        yield client
+
+
+CLIENTS = ("py", "ts-v1", "ts-v2")
+"""Every official client the matrix drives: the Python SDK's, TypeScript v1 and v2."""
+
+
+def mcp_client(
+    kind: str, url: str, program: list[dict[str, Any]]
+) -> AbstractAsyncContextManager[TsClient]:
+    """The client `kind` of `CLIENTS` running `program` against the server at `url`."""
+    if kind == "py":
+        return py_client(url, program)
+    return ts_client(url, program, sdk=kind.removeprefix("ts-"))
+
+
+@asynccontextmanager
+async def _program_client(args: list[str], cwd: Path, what: str) -> AsyncIterator[TsClient]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    async with await anyio.open_process(args, cwd=cwd, env=env) as process:
         client = TsClient(process)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(client._read)
@@ -132,4 +166,4 @@ async def ts_client(
                     process.kill()
                 tasks.cancel_scope.cancel()
         if process.returncode not in (0, None, -9):
-            raise AssertionError(f"the TS client failed:\n{client.stderr.decode()}")
+            raise AssertionError(f"{what} failed:\n{client.stderr.decode()}")

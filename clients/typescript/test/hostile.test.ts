@@ -14,7 +14,6 @@ import {
   ChannelUnavailable,
   DeadlineExceeded,
   EventLogClient,
-  EventLogError,
   EventLogServerEventBus,
   InvalidResponse,
   MalformedResponse,
@@ -27,6 +26,7 @@ import {
 import { HostileService } from "./support/hostile.js";
 import { connectClient, Logbook, McpFixture, steps, type TestClient } from "./support/mcp.js";
 import { timed } from "./support/wait.js";
+import { failure } from "./support/failure.js";
 
 const CAP = 1_048_576;
 const NO_RETRY = { attempts: 1, baseDelayMs: 1, maxDelayMs: 1 };
@@ -48,16 +48,6 @@ function client(mode: string, timeoutMs = 5_000): EventLogClient {
     maxResponseBytes: CAP,
     retry: NO_RETRY,
   });
-}
-
-async function failure(promise: Promise<unknown>): Promise<EventLogError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof EventLogError, `not an EventLogError: ${String(error)}`);
-    return error;
-  }
-  assert.fail("the call succeeded");
 }
 
 describe("the client against a hostile service", () => {

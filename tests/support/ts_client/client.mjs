@@ -28,16 +28,26 @@ async function load(generation) {
   if (generation === 'v1') {
     const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
     const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-    const { CallToolResultSchema } = await import('@modelcontextprotocol/sdk/types.js');
-    return { Client, StreamableHTTPClientTransport, request: (c, r, o) => c.request(r, CallToolResultSchema, o) };
+    const { CallToolResultSchema, ProgressNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    return {
+      Client,
+      StreamableHTTPClientTransport,
+      request: (c, r, o) => c.request(r, CallToolResultSchema, o),
+      onProgress: (c, handler) => c.setNotificationHandler(ProgressNotificationSchema, handler),
+    };
   }
   if (generation === 'v2') {
     const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
-    return { Client, StreamableHTTPClientTransport, request: (c, r, o) => c.request(r, o) };
+    return {
+      Client,
+      StreamableHTTPClientTransport,
+      request: (c, r, o) => c.request(r, o),
+      onProgress: (c, handler) => c.setNotificationHandler('notifications/progress', handler),
+    };
   }
   throw new Error(`unknown SDK generation ${generation}`);
 }
-const { Client, StreamableHTTPClientTransport, request: send } = await load(sdk);
+const { Client, StreamableHTTPClientTransport, request: send, onProgress } = await load(sdk);
 
 const program = JSON.parse(programJson);
 const tokens = program.map(() => []);
@@ -127,6 +137,9 @@ async function resume(op, spec) {
     : spec.token.given ? given
     : tokens[spec.token.call].at(spec.token.index);
   const { client, transport } = connect(op, true);
+  // A resumed request waits under a new id and progress token, while the replayed
+  // notifications carry the original request's token: count them from the session.
+  onProgress(client, (n) => print(op, 'progress', { progress: n.params.progress }));
   await client.connect(transport);
   const request = { method: 'tools/call', params: { name: 'progress', arguments: { n: 0 } } };
   print(op, 'resuming', { token });

@@ -1,0 +1,209 @@
+"""The MCP endpoint: every request forwarded, every SSE response recorded (or answered).
+
+- A GET with `Last-Event-ID` of a 2025-03-26 … 2025-11-25 session is answered from the
+  log (`app.gateway.resume`); it never reaches the upstream.
+- Any other request goes to the upstream as it came (`app.gateway.upstream`); a JSON
+  response comes back unchanged, an SSE response is recorded into the log and relayed as
+  it is stored (`app.gateway.recording`), with the log's ids.
+- Requests of the 2026-07-28 revision and later (`MCP-Protocol-Version`) are forwarded
+  unrecorded, streamed as they come; a `Last-Event-ID` on them is dropped.
+- The upstream unreachable: 502 `upstream_unavailable`. A body over
+  `EVENTLOG_MAX_BODY_BYTES` is refused 413 by the front door before anything is sent.
+
+`Authorization` is forwarded and enters only the keyed hash of the session scope; it is
+never logged or stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator
+
+import httpx
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from app.api.live import EventStreamResponse
+from app.bootstrap import Container
+from app.errors import UpstreamUnavailable
+from app.gateway import messages
+from app.gateway.metrics import GatewayMetrics
+from app.gateway.names import GET_STREAM, StreamNames, scope_of, sdk_stream_of
+from app.gateway.recorder import Recorder
+from app.gateway.recording import Recording
+from app.gateway.resume import Resumes
+from app.gateway.upstream import Upstream, forwarded, returned
+
+log = logging.getLogger(__name__)
+
+SSE_REVISION = "2025-11-25"  # the first revision whose streams start with a priming event
+MODERN_REVISION = "2026-07-28"  # sessionless: no Last-Event-ID resumption, not recorded
+_RECONNECT_HEADERS = frozenset(
+    {"authorization", "mcp-session-id", "mcp-protocol-version", "cookie"}
+)
+
+
+class Gateway:
+    """The MCP endpoint (`handle` is a Starlette endpoint)."""
+
+    def __init__(self, container: Container, upstream: Upstream, metrics: GatewayMetrics) -> None:
+        settings = container.settings
+        self._container = container
+        self._settings = settings
+        self._upstream = upstream
+        self._metrics = metrics
+        if settings.gateway_secret is None:
+            log.warning(
+                "EVENTLOG_GATEWAY_SECRET is not set: session scopes use a random key of this "
+                "process, so another replica (or this one restarted) cannot resume its streams"
+            )
+        secret = settings.gateway_secret or secrets.token_urlsafe(32)
+        self._secret = secret.encode()
+        self._names = StreamNames()
+        self._tenant = settings.gateway_tenant
+        self._producer = f"gateway:{socket.gethostname()}:{os.getpid()}"
+        self._resumes = Resumes(container, self._names, self._tenant, metrics)
+        self._recordings: set[Recording] = set()
+
+    @property
+    def upstream(self) -> Upstream:
+        """The upstream's client."""
+        return self._upstream
+
+    async def handle(self, request: Request) -> Response:
+        version = request.headers.get("mcp-protocol-version")
+        revision = version or "unknown"
+        modern = version is not None and version >= MODERN_REVISION
+        claim = request.headers.get("last-event-id") or None
+        if request.method == "GET" and claim is not None and not modern:
+            scope = self._scope(request, request.headers.get("mcp-session-id"))
+            self._metrics.requests.labels("GET", "resume", revision).inc()
+            return await self._resumes.answer(claim, scope)
+        body = await request.body() if request.method in ("POST", "PUT", "PATCH") else b""
+        try:
+            response = await self._upstream.open(
+                request.method,
+                forwarded(request.headers.items()),
+                body,
+                request.url.query,
+            )
+        except UpstreamUnavailable:
+            self._metrics.upstream_errors.labels("unreachable").inc()
+            self._metrics.requests.labels(request.method, "502", revision).inc()
+            raise
+        if self._upstream.last_latency is not None:
+            self._metrics.upstream_latency.observe(self._upstream.last_latency)
+        self._metrics.requests.labels(request.method, str(response.status_code), revision).inc()
+        content_type = response.headers.get("content-type", "")
+        if (
+            modern
+            or response.status_code != 200
+            or not content_type.startswith("text/event-stream")
+        ):
+            return _passed_through(response)
+        requests = messages.requests_in(body)
+        if request.method == "POST" and not requests:
+            return _passed_through(response)
+        return self._record(request, response, requests, version)
+
+    def _scope(self, request: Request, session_id: str | None) -> str:
+        return scope_of(self._secret, session_id, request.headers.get("authorization"))
+
+    def _record(
+        self,
+        request: Request,
+        response: httpx.Response,
+        requests: list[dict[str, object]],
+        version: str | None,
+    ) -> Response:
+        session_id = response.headers.get("mcp-session-id") or request.headers.get("mcp-session-id")
+        request_id = requests[0]["id"] if requests else None
+        sdk_stream = GET_STREAM if request_id is None else sdk_stream_of(request_id)
+        stream_id = self._names.name(self._scope(request, session_id), sdk_stream)
+        s = self._settings
+        recorder = Recorder(
+            self._container.eventlog,
+            tenant=self._tenant,
+            stream_id=stream_id,
+            producer=self._producer,
+            max_batch_events=s.max_batch_events,
+            on_unstored=lambda count, _why: self._metrics.unstored.inc(count),
+            on_stored=self._metrics.recorded.inc,
+        )
+        reconnect = [(n, v) for n, v in request.headers.items() if n.lower() in _RECONNECT_HEADERS]
+        if session_id is not None and not any(n.lower() == "mcp-session-id" for n, _ in reconnect):
+            reconnect.append(("mcp-session-id", session_id))
+        reconnect.append(("accept", "text/event-stream"))
+        recording = Recording(
+            upstream=self._upstream,
+            response=response,
+            recorder=recorder,
+            request_id=request_id,
+            reconnect_headers=reconnect,
+            prime=_primes(version, requests),
+            max_event=s.gateway_max_event_bytes,
+            reconnects=s.gateway_reconnects,
+            max_event_bytes=s.max_event_bytes,
+            on_lost=lambda kind: self._metrics.upstream_errors.labels("lost").inc(),
+        )
+        self._recordings.add(recording)
+        self._metrics.recordings.inc()
+        recording.start()
+        assert recording.task is not None
+        recording.task.add_done_callback(lambda _task: self._finished(recording))
+        relayed = EventStreamResponse(recording.relay(), lambda: None, s.live_retry_ms)
+        relayed.headers.update(returned(response.headers))
+        return relayed
+
+    def _finished(self, recording: Recording) -> None:
+        self._recordings.discard(recording)
+        self._metrics.recordings.dec()
+
+    async def close(self) -> None:
+        """Finish the in-flight recordings (up to the grace period); the rest are marked
+        `upstream_lost` (their clients get the -32011 error); then close the upstream."""
+        tasks = [r.task for r in self._recordings if r.task is not None]
+        if tasks:
+            log.info("waiting for %d recording(s) to finish", len(tasks))
+            _done, pending = await asyncio.wait(
+                tasks, timeout=self._settings.gateway_shutdown_grace_seconds
+            )
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self._upstream.aclose()
+
+
+def _primes(version: str | None, requests: list[dict[str, object]]) -> bool:
+    """Whether the session's revision is 2025-11-25 (or a later one with sessions)."""
+    if version is None and requests and requests[0].get("method") == "initialize":
+        params = requests[0].get("params")
+        asked = params.get("protocolVersion") if isinstance(params, dict) else None
+        version = asked if isinstance(asked, str) else None
+    return version is not None and SSE_REVISION <= version < MODERN_REVISION
+
+
+def _passed_through(response: httpx.Response) -> Response:
+    """The upstream's response as it is produced (JSON unchanged, SSE event by event)."""
+    return StreamingResponse(
+        _raw(response),
+        status_code=response.status_code,
+        headers=returned(response.headers),
+        background=BackgroundTask(response.aclose),
+    )
+
+
+async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_raw():
+            yield chunk
+    except httpx.HTTPError as error:
+        log.warning("upstream response broke off: %s", type(error).__name__)

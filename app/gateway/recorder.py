@@ -1,0 +1,142 @@
+"""Records one SSE stream's messages into the log, many messages to one durable commit.
+
+`submit` queues a message and returns at once a future of the id it is stored under. One
+append is in flight at a time; the messages that arrive meanwhile go into the next batch,
+in order, so a slow commit (SQLite `FULL`, a PostgreSQL round trip) carries many messages
+instead of serialising the stream on the disk. Each message's future resolves only once
+its batch is stored, so a message is relayed only with an id the log has.
+
+A batch the log cannot store (the database down, a limit) resolves its futures to None:
+those messages go out without an id, and the generation is *spoiled* (it lacks them), so
+the next batch first opens a new generation of the stream, which fences the spoiled one
+(a resume from one of its ids is then `reset`, never a silent gap). When the log is back,
+recording goes on there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.domain.append import EventBody
+from app.errors import EventLogError
+from app.service.eventlog import EventLogService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Entry:
+    bodies: Sequence[EventBody]
+    terminal: bool
+    stored: asyncio.Future[str | None]
+
+
+class Recorder:
+    """The appends of one stream's recording (see the module)."""
+
+    def __init__(
+        self,
+        eventlog: EventLogService,
+        *,
+        tenant: str,
+        stream_id: str,
+        producer: str,
+        max_batch_events: int,
+        on_unstored: Callable[[int, str], None],
+        on_stored: Callable[[int], None],
+    ) -> None:
+        self._eventlog = eventlog
+        self._tenant = tenant
+        self.stream_id = stream_id
+        self.token: str | None = None  # None: none yet, or spoiled: the next batch opens one
+        self._reason = "initial"
+        self._next_seq = 1
+        self._producer = producer
+        self._max_batch = max_batch_events
+        self._pending: list[_Entry] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._on_unstored = on_unstored
+        self._on_stored = on_stored
+        self.terminal = False
+
+    def submit(
+        self, bodies: Sequence[EventBody], *, terminal: bool = False
+    ) -> asyncio.Future[str | None]:
+        """Queue one message's events (one atomic append); the future is its SSE id, or
+        None when it could not be stored."""
+        stored: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        if self.terminal or len(bodies) > self._max_batch:
+            self._unstored([_Entry(bodies, terminal, stored)], "over the batch limit or finished")
+            return stored
+        self._pending.append(_Entry(bodies, terminal, stored))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name=f"record {self.stream_id}")
+        return stored
+
+    async def drain(self) -> None:
+        """Wait until every submitted message is stored or given up."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch = self._take()
+            try:
+                await self._append(batch)
+            except EventLogError as error:
+                self._unstored(batch, f"{error.code}: {error.detail}")
+            except Exception:  # a recording never takes the stream down
+                log.exception("recording %s failed", self.stream_id)
+                self._unstored(batch, "internal error")
+
+    def _take(self) -> list[_Entry]:
+        """The next batch: whole messages, at most the batch limit, ending at a terminal."""
+        batch: list[_Entry] = []
+        events = 0
+        while self._pending:
+            entry = self._pending[0]
+            if batch and events + len(entry.bodies) > self._max_batch:
+                break
+            batch.append(self._pending.pop(0))
+            events += len(entry.bodies)
+            if entry.terminal:
+                break
+        return batch
+
+    async def _append(self, batch: list[_Entry]) -> None:
+        if self.token is None:
+            generation = await self._eventlog.open_generation(
+                self._tenant, self.stream_id, reason=self._reason, producer=self._producer
+            )
+            self.token, self._next_seq, self._reason = generation.token, 1, "reset"
+        bodies = [body for entry in batch for body in entry.bodies]
+        terminal = batch[-1].terminal
+        result = await self._eventlog.append(
+            self._tenant, self.token, bodies, first_seq=self._next_seq, terminal=terminal
+        )
+        seq = result.first_seq
+        for entry in batch:
+            seq += len(entry.bodies)
+            if not entry.stored.done():
+                entry.stored.set_result(f"{self.token}:{seq - 1}")
+        self._next_seq = seq
+        self.terminal = terminal
+        self._on_stored(len(batch))
+
+    def _unstored(self, batch: list[_Entry], why: str) -> None:
+        if not self.terminal:
+            self.token = None  # spoiled: the next batch opens a new generation
+            self._reason = "reset"
+        for entry in batch:
+            if not entry.stored.done():
+                entry.stored.set_result(None)
+        self._on_unstored(len(batch), why)
+        log.warning(
+            "%d message(s) of %s relayed without an id (not stored): %s",
+            len(batch),
+            self.stream_id,
+            why,
+        )

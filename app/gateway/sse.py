@@ -1,0 +1,138 @@
+"""Server-Sent Events: parsed incrementally from an upstream's bytes, and written.
+
+The parser follows the HTML standard's event-stream interpretation: lines end in CRLF, LF
+or CR; `data` lines are joined with LF; `id` (without NUL), `event` and `retry` fields;
+comments and unknown fields are ignored; an event is dispatched at a blank line. A line
+longer than `max_line` characters is refused (`SseTooLarge`), so a hostile upstream
+cannot make the gateway buffer without bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
+
+
+class SseTooLarge(ValueError):
+    """An upstream's event (or line) is over the gateway's limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One dispatched event: its data (None: no `data` field at all), id, type, retry."""
+
+    data: str | None
+    id: str | None = None
+    event: str | None = None
+    retry: int | None = None
+
+
+class SseParser:
+    """Feed it text as it arrives; it returns the events completed by each piece."""
+
+    def __init__(self, max_event: int) -> None:
+        self._max_event = max_event
+        self._buffer = ""
+        self._pending_cr = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._data: list[str] = []
+        self._size = 0
+        self._id: str | None = None
+        self._event: str | None = None
+        self._retry: int | None = None
+        self._fields = False
+
+    def feed(self, text: str) -> list[SseEvent]:
+        """The events that `text` completes, in order."""
+        if self._pending_cr and text.startswith("\n"):
+            text = text[1:]
+        self._pending_cr = False
+        self._buffer += text
+        events: list[SseEvent] = []
+        while True:
+            cut = _line_end(self._buffer)
+            if cut is None:
+                if len(self._buffer) > self._max_event:
+                    raise SseTooLarge(f"an SSE line over {self._max_event} characters")
+                return events
+            start, end = cut
+            line, rest = self._buffer[:start], self._buffer[end:]
+            if self._buffer[start] == "\r" and end == len(self._buffer):
+                self._pending_cr = True  # a CRLF may be cut between two pieces
+            self._buffer = rest
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+
+    def _line(self, line: str) -> SseEvent | None:
+        if not line:
+            if not self._fields:
+                return None
+            data = "\n".join(self._data) if self._data else None
+            event = SseEvent(data, self._id, self._event, self._retry)
+            self._reset()
+            return event
+        if line.startswith(":"):
+            return None
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._size += len(value) + 1
+            if self._size > self._max_event:
+                raise SseTooLarge(f"an SSE event over {self._max_event} characters")
+            self._data.append(value)
+        elif name == "id":
+            if "\0" in value:
+                return None
+            self._id = value
+        elif name == "event":
+            self._event = value
+        elif name == "retry":
+            if value.isdigit():
+                self._retry = int(value)
+        else:
+            return None
+        self._fields = True
+        return None
+
+
+def _line_end(buffer: str) -> tuple[int, int] | None:
+    """Where the first line of `buffer` ends: (its end, the start of the next), or None."""
+    lf, cr = buffer.find("\n"), buffer.find("\r")
+    if cr == -1 and lf == -1:
+        return None
+    if cr == -1 or (lf != -1 and lf < cr):
+        return lf, lf + 1
+    if cr + 1 < len(buffer) and buffer[cr + 1] == "\n":
+        return cr, cr + 2
+    return cr, cr + 1
+
+
+async def events_of(chunks: AsyncIterable[str], max_event: int) -> AsyncIterator[SseEvent]:
+    """The events of a stream of decoded text chunks."""
+    parser = SseParser(max_event)
+    async for chunk in chunks:
+        for event in parser.feed(chunk):
+            yield event
+
+
+def encode(
+    data: str | None, *, id: str | None = None, event: str | None = None, retry: int | None = None
+) -> bytes:
+    """One event as written on the wire (`data` None: no data line; `""`: an empty one)."""
+    lines: list[str] = []
+    if retry is not None:
+        lines.append(f"retry: {retry}")
+    if id is not None:
+        lines.append(f"id: {id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    if data is not None:
+        lines.extend(f"data: {line}" for line in data.split("\n"))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+KEEP_ALIVE = b": keep-alive\n\n"

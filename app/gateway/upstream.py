@@ -1,0 +1,127 @@
+"""The upstream side: an HTTP client of the MCP server the gateway stands in front of.
+
+Every request goes as it came — method, body, query and end-to-end headers
+(`Authorization`, `Mcp-Session-Id`, `MCP-Protocol-Version`, `Accept`, …) — minus the
+hop-by-hop headers, `Host` and `Last-Event-ID` (which the gateway answers itself).
+Responses are streamed (`httpx`, `stream=True`), never read whole. The timeouts and the
+connection limit are settings (`EVENTLOG_GATEWAY_*`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+import httpx
+
+from app.errors import UpstreamUnavailable
+from app.settings import Settings
+
+# RFC 9110 §7.6.1 and the connection-specific fields; `accept-encoding` too: the gateway
+# reads the upstream's SSE as text, so it asks for it unencoded.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
+LAST_EVENT_ID = "last-event-id"
+_RESPONSE_DROPPED = HOP_BY_HOP | {"content-encoding", "content-length", "date", "server"}
+
+
+def forwarded(
+    headers: Iterable[tuple[str, str]], *, drop: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """The end-to-end request headers, without `Last-Event-ID` and those in `drop`."""
+    dropped = HOP_BY_HOP | {LAST_EVENT_ID, *drop}
+    named = {
+        token.strip().lower()
+        for name, value in headers
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    return [(n, v) for n, v in headers if n.lower() not in dropped and n.lower() not in named]
+
+
+def returned(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream response's headers a client is given."""
+    return {n: v for n, v in headers.items() if n.lower() not in _RESPONSE_DROPPED}
+
+
+class Upstream:
+    """The one HTTP client of the upstream, for the process's lifetime."""
+
+    def __init__(self, url: str, settings: Settings) -> None:
+        self.url = httpx.URL(url)
+        timeout = httpx.Timeout(
+            connect=settings.gateway_connect_timeout_seconds,
+            read=settings.gateway_read_timeout_seconds,
+            write=settings.gateway_read_timeout_seconds,
+            pool=settings.gateway_connect_timeout_seconds,
+        )
+        limits = httpx.Limits(
+            max_connections=settings.gateway_max_connections,
+            max_keepalive_connections=min(100, settings.gateway_max_connections),
+        )
+        self._client = httpx.AsyncClient(
+            timeout=timeout, limits=limits, follow_redirects=False, trust_env=False
+        )
+        self.last_latency: float | None = None
+
+    async def open(
+        self,
+        method: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes = b"",
+        query: str = "",
+        *,
+        last_event_id: str | None = None,
+    ) -> httpx.Response:
+        """Send a request; its response with the body still to be read (close it!).
+
+        `UpstreamUnavailable` when the upstream cannot be reached or fails before answering.
+        """
+        url = self.url.copy_with(query=query.encode()) if query else self.url
+        sent = list(headers)
+        if last_event_id is not None:
+            sent.append(("last-event-id", last_event_id))
+        request = self._client.build_request(method, url, headers=sent, content=body or None)
+        started = time.monotonic()
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as error:
+            raise UpstreamUnavailable(
+                f"the upstream MCP server did not answer: {type(error).__name__}"
+            ) from None
+        self.last_latency = time.monotonic() - started
+        return response
+
+    async def reachable(self) -> bool:
+        """Whether the upstream answers at all (any HTTP status) within the connect timeout."""
+        request = self._client.build_request("GET", self.url, headers={"accept": "*/*"})
+        try:
+            response = await self._client.send(request, stream=True)  # headers only
+        except httpx.HTTPError:
+            return False
+        await response.aclose()
+        return True
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._client.aclose()
+
+
+def header(headers: Mapping[str, str] | httpx.Headers, name: str) -> str | None:
+    """A header's value, by name in any case."""
+    return headers.get(name)

@@ -1,0 +1,82 @@
+"""The gateway's upstreams: unmodified MCP servers with NO event store, one per SDK or framework.
+
+- `python`: the official Python SDK's server (`python_server.py`, gwcore's),
+- `ts-v1`: `@modelcontextprotocol/sdk` 1.32.2, `StreamableHTTPServerTransport`,
+- `ts-v2`: `@modelcontextprotocol/server` 2.4.0, the legacy session path
+  (`WebStandardStreamableHTTPServerTransport` with a session id generator),
+- `fastmcp`: the FastMCP framework (`fastmcp` from PyPI, pinned in constraints.txt).
+
+Each serves `/mcp` with the one tool of `contract.py`. `upstream(name, workdir)` runs one
+as a process on a free port and yields its base URL; `ensure_ts_server()` installs the
+TypeScript servers' locked npm dependencies (`npm ci`) when they are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.support.needs import missing
+from tests.support.processes import ServerProcess, free_port
+
+HERE = Path(__file__).resolve().parent
+TS_SERVER = HERE / "ts_server"
+UPSTREAMS = ("python", "ts-v1", "ts-v2", "fastmcp")
+TS_PACKAGES = {"@modelcontextprotocol/sdk": "1.32.2", "@modelcontextprotocol/server": "2.4.0"}
+
+
+def ensure_ts_server() -> str:
+    """The path of `node`, with the TypeScript servers' dependencies installed (`npm ci`)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        missing("Node and npm for the TypeScript upstreams", "node or npm is not on PATH")
+    if not all(_installed(name) == version for name, version in TS_PACKAGES.items()):
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=TS_SERVER,
+            check=True,
+            timeout=300,
+        )
+    return node
+
+
+def _installed(package: str) -> str | None:
+    manifest = TS_SERVER / "node_modules" / package / "package.json"
+    if not manifest.exists():
+        return None
+    version: str = json.loads(manifest.read_text())["version"]
+    return version
+
+
+def upstream_process(name: str, workdir: Path, port: int | None = None) -> ServerProcess:
+    """The upstream `name` of `UPSTREAMS` as a (not yet started) process on `port`."""
+    port = port or free_port()
+    log = workdir / f"upstream-{name}-{port}.log"
+    if name == "python":
+        argv = ["-m", "tests.support.upstreams.python_server", "--port", str(port)]
+    elif name == "fastmcp":
+        argv = ["-m", "tests.support.upstreams.fastmcp_server", "--port", str(port)]
+    elif name in ("ts-v1", "ts-v2"):
+        node = ensure_ts_server()
+        script = str(TS_SERVER / "server.mjs")
+        server = ServerProcess.program([], port=port, log_path=log)
+        server.argv = (script, name.removeprefix("ts-"), str(port))
+        server.executable = node
+        return server
+    else:
+        raise ValueError(f"unknown upstream {name!r}")
+    server = ServerProcess.program(argv, port=port, log_path=log)
+    server.executable = sys.executable
+    return server
+
+
+@contextmanager
+def upstream(name: str, workdir: Path) -> Iterator[str]:
+    """The upstream `name` running on a free port; yields its base URL."""
+    with upstream_process(name, workdir) as server:
+        yield server.base_url
