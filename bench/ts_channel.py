@@ -96,7 +96,7 @@ def suite(plan: Plan, workdir: Path) -> Results:
         say(f"TypeScript channel bench skipped: {why}")
         return {"skipped": why}
     rounds = max(2, plan.rounds // 2)
-    messages = 1_000 if plan.name == "full" else 200
+    messages = 500 if plan.name == "full" else 200
     seconds = max(1.0, plan.latency_seconds)
     _build()
     url = f"sqlite+aiosqlite:///{workdir}/ts-channel.db"

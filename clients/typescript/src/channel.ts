@@ -119,6 +119,9 @@ function environment(name: string): string | undefined {
 
 const SHARED = new Map<string, AppendChannel>();
 
+/** The close code of a channel the service turns away (`too_many_channels`). */
+const TOO_MANY_CHANNELS = 1013;
+
 /** Many appends over one WebSocket (see the module). */
 export class AppendChannel {
   readonly url: string;
@@ -325,9 +328,11 @@ export class AppendChannel {
     });
     ws.on("message", (data: RawData, binary: boolean) => this.answered(socket, data, binary));
     ws.on("error", (error: Error) => this.dropped(socket, error));
-    ws.on("close", (code: number, reason: Buffer) =>
-      this.dropped(socket, new Error(`the channel closed (${code} ${reason.toString()})`.trim())),
-    );
+    ws.on("close", (code: number, reason: Buffer) => {
+      const why = `the channel closed (${code} ${reason.toString()})`.trim();
+      if (code === TOO_MANY_CHANNELS) this.turnedAway(socket, why);
+      else this.dropped(socket, new Error(why));
+    });
   }
 
   /** An answer arrived: it is the oldest unanswered frame's, or the channel is broken. */
@@ -476,6 +481,22 @@ export class AppendChannel {
       this.reconnectTimer = undefined;
       this.pump();
     }, delay);
+  }
+
+  /**
+   * The service accepted the channel and closed it at once, 1013: the key holds as many
+   * channels as it may. It read none of the frames, so each, sent or waiting, may go over
+   * REST: like a channel that could not be opened.
+   */
+  private turnedAway(socket: Socket, why: string): void {
+    if (socket.closed) return;
+    socket.closed = true;
+    if (this.socket === socket) this.socket = undefined;
+    this.counts.openFailures += 1;
+    const sent = socket.sent.splice(0).filter((f) => !f.done);
+    for (const frame of sent) clearTimeout(frame.timer);
+    this.queue.unshift(...sent);
+    this.cannotOpen(`${why}: the key holds as many channels as the service allows`, undefined);
   }
 
   /** The channel could not be opened: fail every waiting frame, go REST for a while. */

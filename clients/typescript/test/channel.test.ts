@@ -12,9 +12,11 @@ import { after, afterEach, before, describe, it } from "node:test";
 
 import {
   AppendChannel,
+  ChannelUnavailable,
   defaultAppendTransport,
   EventLogClient,
   EventLogError,
+  EventLogEventStore,
   type NewEvent,
   SeqConflict,
   SeqGap,
@@ -24,7 +26,14 @@ import {
   UNSTORED_PREFIX,
   ValidationFailed,
 } from "../src/index.js";
-import { connectClient, McpFixture, type Sdk, steps, type TestClient } from "./support/mcp.js";
+import {
+  connectClient,
+  Logbook,
+  McpFixture,
+  type Sdk,
+  steps,
+  type TestClient,
+} from "./support/mcp.js";
 import { FaultyProxy } from "./support/proxy.js";
 import { BACKENDS, postgresSkip, type Service, startService } from "./support/service.js";
 import { waitFor } from "./support/wait.js";
@@ -373,6 +382,48 @@ for (const { sdk, backend } of PAIRINGS) {
     },
   );
 }
+
+describe("a key at its channel limit (EVENTLOG_CHANNEL_MAX_PER_KEY=1)", () => {
+  let service: Service;
+  let holder: AppendChannel | undefined;
+
+  before(async () => {
+    service = await startService("sqlite", { env: { EVENTLOG_CHANNEL_MAX_PER_KEY: "1" } });
+  });
+
+  after(async () => {
+    holder?.close();
+    AppendChannel.closeShared();
+    await service?.stop();
+  });
+
+  it("a channel turned away (1013) is ChannelUnavailable, and the store appends over REST", async () => {
+    const log = new EventLogClient({ baseUrl: service.url });
+    const generation = await log.openGeneration("chan.limit");
+    holder = new AppendChannel({ baseUrl: service.url });
+    await holder.append({ generation: generation.token, events: events(1, 1), firstSeq: 1 });
+    const second = new AppendChannel({ baseUrl: service.url, retry: QUICK });
+    try {
+      const error = await failure(
+        second.append({ generation: generation.token, events: events(2, 2), firstSeq: 2 }),
+      );
+      assert.equal(error.constructor, ChannelUnavailable, `${error.name}: ${error.message}`);
+      assert.match(error.detail, /1013 too_many_channels/);
+    } finally {
+      second.close();
+    }
+    const logbook = new Logbook();
+    const store = new EventLogEventStore({ baseUrl: service.url, logger: logbook, retry: QUICK });
+    const id = await store.storeEvent("s", {
+      jsonrpc: "2.0",
+      method: "notifications/message",
+      params: { level: "info", data: "over REST" },
+    });
+    assert.ok(!id.startsWith(UNSTORED_PREFIX), id);
+    assert.deepEqual([store.stats.channelFallbacks, store.stats.storeFailures], [1, 0]);
+    assert.ok(logbook.has("warn", /too_many_channels.*appending over REST/));
+  });
+});
 
 describe("EVENTLOG_APPEND_TRANSPORT", () => {
   it("chooses the default transport: channel unless it says rest", () => {
