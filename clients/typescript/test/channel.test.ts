@@ -8,6 +8,7 @@
  */
 
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { after, afterEach, before, describe, it } from "node:test";
 
 import {
@@ -422,6 +423,39 @@ describe("a key at its channel limit (EVENTLOG_CHANNEL_MAX_PER_KEY=1)", () => {
     assert.ok(!id.startsWith(UNSTORED_PREFIX), id);
     assert.deepEqual([store.stats.channelFallbacks, store.stats.storeFailures], [1, 0]);
     assert.ok(logbook.has("warn", /too_many_channels.*appending over REST/));
+  });
+});
+
+describe("an idle channel", () => {
+  let service: Service;
+
+  before(async () => {
+    service = await startService("sqlite");
+  });
+
+  after(async () => {
+    await service?.stop();
+  });
+
+  it("does not hold the process open (the service would close it only after 60 s)", async () => {
+    const index = new URL("../src/index.js", import.meta.url).href;
+    const program =
+      `import { EventLogEventStore } from ${JSON.stringify(index)};\n` +
+      `const s = new EventLogEventStore({ baseUrl: ${JSON.stringify(service.url)} });\n` +
+      `const id = await s.storeEvent("x", { jsonrpc: "2.0", method: "m", params: {} });\n` +
+      `console.log(JSON.stringify({ id, opened: s.channel?.counts.opened }));\n`;
+    const started = Date.now();
+    const child = spawn(process.execPath, ["--input-type=module", "-e", program]);
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    const killer = setTimeout(() => child.kill("SIGKILL"), 45_000);
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    clearTimeout(killer);
+    const ms = Date.now() - started;
+    assert.equal(code, 0, `the process was killed after ${ms} ms, held open: ${out}`);
+    const { id, opened } = JSON.parse(out) as { id: string; opened: number };
+    assert.ok(!id.startsWith(UNSTORED_PREFIX) && opened === 1, out);
+    assert.ok(ms < 40_000, `exited after ${ms} ms`);
   });
 });
 
