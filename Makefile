@@ -98,7 +98,7 @@ format: $(STAMP)
 # wrk is the outside load generator of the append figures (Debian package `wrk`). Installed
 # with apt-get when missing and we are root; when it cannot be, the bench says so and falls
 # back to its own Python load process (bench/load.py), so this target never fails.
-bench-tools:  ## install wrk (apt-get) for the bench when it is missing
+bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the TypeScript package's modules (its bus bench)
 	@if command -v wrk >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
 		echo "bench-tools: wrk is missing and apt-get cannot run here (not root?); the bench falls back to its Python load process"; \
@@ -108,6 +108,7 @@ bench-tools:  ## install wrk (apt-get) for the bench when it is missing
 		|| { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } \
 		|| echo "bench-tools: apt-get could not install wrk; the bench falls back to its Python load process"; \
 	fi
+	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 
 bench: $(STAMP) bench-tools  ## the benchmarks (under 10 min): tables on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench

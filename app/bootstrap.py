@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -113,8 +114,11 @@ def build(
         database.wakeup_sources(),
         observer,
         max_readers=settings.live_max_readers,
+        tenant_max=_tenant_max(settings),
         fanout_per_reader=settings.live_fanout_ms_per_reader / 1000,
         fanout_max=settings.live_fanout_max_ms / 1000,
+        max_bytes_in_flight=settings.max_response_bytes_in_flight,
+        max_pages=settings.max_pages_in_flight,
     )
     background = Background(observer)
     background.add("live-wakeups", fanout.run)
@@ -136,3 +140,11 @@ def build(
         background=background,
         tracing=tracing,
     )
+
+
+def _tenant_max(settings: Settings) -> int:
+    """The most live slots one tenant may hold: all of them when the keys name one tenant
+    (or none, the open service), else its share, `EVENTLOG_LIVE_TENANT_SHARE`."""
+    if len({key.tenant for key in settings.keys}) <= 1:
+        return settings.live_max_readers
+    return max(1, math.ceil(settings.live_max_readers * settings.live_tenant_share))

@@ -10,6 +10,7 @@ import dataclasses
 import ipaddress
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -154,18 +155,51 @@ def _serve(
         migrate = dialect_for(settings.database_url).migrates_on_start
     if migrate:
         upgrade(settings.database_url)
+    run_server(
+        factory, host=host, port=port, workers=args.workers, settings=settings, graceful=graceful
+    )
+    return 0
+
+
+# uvicorn's httptools protocol with bounded request heads, a head timeout and a connection
+# cap (issue 21, item 2), named as the app factory is: the CLI imports nothing of the API.
+HTTP_PROTOCOL = "app.api.connections:GuardedHttpToolsProtocol"
+
+
+def run_server(
+    factory: str,
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    settings: Settings,
+    graceful: float | None = None,
+) -> None:
+    """Serve the app `factory` (an import string) with uvicorn: every command that serves
+    HTTP (`serve`, `gateway`) starts it here, so that all get the same connection limits.
+    `graceful`: how long shutdown waits for open connections (default
+    `EVENTLOG_SHUTDOWN_TIMEOUT_SECONDS`)."""
     uvicorn.run(
         factory,
         factory=True,
         host=host,
         port=port,
-        workers=args.workers,
+        workers=workers,
+        http=HTTP_PROTOCOL,
+        timeout_keep_alive=settings.keep_alive_seconds,
         log_level=settings.log_level,
         log_config=logging_config(settings),
         access_log=False,
-        timeout_graceful_shutdown=graceful,
+        # The append channel (`GET /v1/append`): a frame is bounded as a body is, and sent
+        # as it is (compression would cost every frame CPU and open a decompression bomb).
+        ws_max_size=settings.max_body_bytes,
+        ws_per_message_deflate=False,
+        # Live readers are drained at the signal (app/api/draining.py): what is left to
+        # wait for is requests in flight, appends among them.
+        timeout_graceful_shutdown=math.ceil(
+            settings.shutdown_timeout_seconds if graceful is None else graceful
+        ),
     )
-    return 0
 
 
 # glibc's malloc serves a large block from the heap once a block of that size has been

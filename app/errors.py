@@ -19,9 +19,12 @@ The tree, with the code(s) each leaf answers with:
     │   │   ├── BatchTooLarge        batch_too_large
     │   │   └── EventTooLarge        event_too_large
     │   ├── InvalidRequest           validation_error
+    │   ├── ReservedEventType        reserved_event_type
+    │   ├── DuplicateClaim           bad_request (two `Last-Event-ID` headers)
     │   ├── AmbiguousStream          ambiguous_stream
     │   ├── NotAcceptable            not_acceptable
     │   ├── TooManyReaders           too_many_readers
+    │   ├── TooManyPages             too_many_pages
     │   ├── CrossSession             cross_session (the gateway: a claim of another
     │   │                            MCP session or credential; verdict `invalid`)
     │   └── NotAdmitted              the front door's, before the route's handler has a body
@@ -153,6 +156,13 @@ class InvalidRequest(Rejected):
     code = "validation_error"
 
 
+class ReservedEventType(Rejected):
+    """An event's type is the name of a control event of live reads (`reset`, `end`): a
+    browser's `EventSource` would hand it to the listeners of the service's own events."""
+
+    code = "reserved_event_type"
+
+
 class AmbiguousStream(Rejected):
     """A stream id that several tenants use, asked about without saying which tenant."""
 
@@ -169,6 +179,19 @@ class TooManyReaders(Rejected):
     """This process already serves `EVENTLOG_LIVE_MAX_READERS` live readers."""
 
     code = "too_many_readers"
+
+
+class TooManyPages(Rejected):
+    """This process already sends as many pages of events as it may at once
+    (`EVENTLOG_MAX_PAGES_IN_FLIGHT`, `EVENTLOG_MAX_RESPONSE_BYTES_IN_FLIGHT`)."""
+
+    code = "too_many_pages"
+
+
+class DuplicateClaim(Rejected):
+    """The request carries `Last-Event-ID` more than once: no one of them is taken."""
+
+    code = "bad_request"
 
 
 class CrossSession(Rejected):

@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1_048_576, ge=1)
     max_body_bytes_in_flight: int = Field(default=64 * 1_048_576, ge=1)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
+    # What a connection may take before it is a request (app/api/connections.py).
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_headers: int = Field(default=100, ge=1)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    keep_alive_seconds: int = Field(default=5, ge=1)
+    max_connections: int = Field(default=4_096, ge=1)
 
     default_page_limit: int = Field(default=500, ge=1)
     max_page_limit: int = Field(default=5_000, ge=1)
@@ -117,6 +123,43 @@ class Settings(BaseSettings):
     )
     live_poll_seconds: float = Field(
         default=0.1, gt=0, description="SQLite: how often other processes' commits are looked for."
+    )
+    # -- live reads and pages under hostile or careless readers (issue 21: 1, 4, 5) --
+    live_tenant_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="The share of EVENTLOG_LIVE_MAX_READERS one tenant may hold (live readers "
+        "and long-polls together) when the keys name more than one tenant.",
+    )
+    live_page_bytes: int = Field(
+        default=256 * 1024, ge=1, description="A live reader reads at most this much data a page."
+    )
+    live_chunk_bytes: int = Field(
+        default=16 * 1024, ge=1, description="A live page is sent in chunks of at most this."
+    )
+    max_response_bytes_in_flight: int = Field(
+        default=64 * 1_048_576,
+        ge=1,
+        description="Bytes of pages being sent at once, process-wide (live and paged).",
+    )
+    max_pages_in_flight: int = Field(
+        default=64, ge=1, description="Page requests served at once; past it 503 too_many_pages."
+    )
+    shutdown_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="How long a stopping process waits for requests to end."
+    )
+
+    # The append channel (`GET /v1/append`, a WebSocket; issue 19).
+    channel_max_in_flight: int = Field(
+        default=64, ge=1, description="Unanswered frames per channel; past it, reading stops."
+    )
+    channel_max_per_key: int = Field(default=64, ge=1, description="Open channels per key.")
+    channel_idle_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A channel with nothing in flight that sends nothing this long is closed; "
+        "so is one whose producer does not read an answer for this long.",
     )
 
     decision_log: bool = True

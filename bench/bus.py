@@ -7,7 +7,9 @@ slow one does not slow the rate), bus B's listener notes when each arrives. A an
 to two service processes on one database (SQLite: one file; PostgreSQL, when
 `BENCH_POSTGRES_DSN` answers: LISTEN/NOTIFY between them), so the event crosses the
 service's replicas too. In the same run the SDK's `InMemorySubscriptionBus` is measured
-the same way (one process: no replicas to cross). Goal: p99 ≤ 50 ms at 200 events/s.
+the same way (one process: no replicas to cross). The TypeScript bus runs the same way
+(`clients/typescript/bench/bus.ts`, against the SDK's `InMemoryServerEventBus`), its rows
+beside these. Goal: p99 ≤ 50 ms at 200 events/s.
 
 `python -m bench.bus [--quick]` runs it alone; `bench/run.py` runs it in the full bench.
 """
@@ -15,6 +17,8 @@ the same way (one process: no replicas to cross). Goal: p99 ≤ 50 ms at 200 eve
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -148,7 +152,34 @@ def suite(plan: Plan, workdir: Path) -> Results:
         )
     else:
         say("bus: PostgreSQL (BENCH_POSTGRES_DSN) is not answering: its row skipped")
+    out["typescript"] = _typescript(SECONDS[plan.name])
+    for name, row in (out["typescript"] or {}).items():
+        say(f"  {name:<56} p50 {row['p50']:8.2f} ms  p99 {row['p99']:8.2f} ms")
     return out
+
+
+def _typescript(seconds: float) -> dict[str, Any] | None:
+    """The TypeScript bench (`npm run bench:bus`, its own service process on SQLite): the
+    SDK's `InMemoryServerEventBus` and two `EventLogServerEventBus` replicas, same rate."""
+    try:
+        command = ["npm", "run", "--silent", "bench:bus", "--", "--seconds", f"{seconds:g}"]
+        done = subprocess.run(  # noqa: S603 (our own package's script)
+            [*command, "--json"],
+            cwd=servers.REPO / "clients" / "typescript",
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        say(f"bus: the TypeScript bench did not run ({type(error).__name__}): its rows skipped")
+        return None
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])["figures"]
+    names = {
+        "InMemoryServerEventBus": "TypeScript SDK InMemoryServerEventBus (one process)",
+        "EventLogServerEventBus": "TypeScript EventLogServerEventBus, 2 buses, 1 service, SQLite",
+    }
+    return {names.get(name, name): row for name, row in figures.items()}
 
 
 def table(result: Results | None) -> str:
@@ -175,6 +206,11 @@ def table(result: Results | None) -> str:
                 f"{row['publish_p50_ms']:.2f} / {row['publish_p99_ms']:.2f} ms | "
                 f"{row['arrived']:,}/{row['events']:,} |"
             )
+    for name, row in (result.get("typescript") or {}).items():
+        lines.append(
+            f"| {name} | {row['p50']:.2f} ms | {row['p99']:.2f} ms | n/a | "
+            f"{row['arrived']:,}/{result['events']:,} |"
+        )
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, bus, gateway, live, peers, seed, servers
+from bench import append_cost, bus, gateway, live, peers, seed, servers, ts_channel
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -190,6 +190,11 @@ def run(plan: Plan) -> Results:
         results["peers"] = _timed("peers", lambda: peer_suite(plan), timings)
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
+        # Issue 19: the TypeScript store over the append channel (bench/results/ts-channel.*).
+        results["ts_channel"] = _timed(
+            "ts_channel", lambda: ts_channel.suite(plan, workdir), timings
+        )
+        ts_channel.write(results["ts_channel"])
         # Issue 18: the gateway against the upstream alone, our store and mcp-persist
         # (bench/results/gateway.md).
         results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)

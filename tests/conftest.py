@@ -13,13 +13,13 @@ from app.settings import Settings
 from app.storage.migrate import upgrade
 from tests.support.app import app_client, make_settings
 from tests.support.databases import (
-    create_postgres_database,
     drop_postgres_database,
     empty_postgres,
-    postgres_reachable,
-    postgres_required,
+    require_postgres_database,
 )
-from tests.support.needs import missing
+
+# Fixtures of the support modules that more than one folder uses.
+pytest_plugins = ["tests.support.browser"]
 
 BACKENDS = ("sqlite", "postgresql")
 
@@ -43,14 +43,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """One migrated PostgreSQL database for the run; tests truncate it before use."""
-    problem = postgres_reachable()
-    if problem is not None:
-        missing(
-            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
-            problem,
-            required=postgres_required(),
-        )
-    url = create_postgres_database()
+    url = require_postgres_database()
     try:
         upgrade(url)
         yield url

@@ -12,10 +12,12 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import make_url
 
 from app import __version__, bootstrap, telemetry
-from app.api import admin, health, live, writer
+from app.api import admin, channel, health, live, writer
 from app.api.auth import Keyring
 from app.api.deps import ApiState
+from app.api.draining import drained_on_signal
 from app.api.frontdoor import install_front_door
+from app.api.limits import ChannelSlots
 from app.api.metrics import Metrics
 from app.api.problems import install_problem_handlers
 from app.console.router import router as console_router
@@ -35,7 +37,12 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
     settings = settings or Settings()
     tracing = tracing or telemetry.from_environment()
     metrics = Metrics()
-    state = ApiState(bootstrap.build(settings, [metrics], tracing), Keyring(settings.keys), metrics)
+    state = ApiState(
+        bootstrap.build(settings, [metrics], tracing),
+        Keyring(settings.keys),
+        metrics,
+        ChannelSlots(settings.channel_max_per_key),
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -46,7 +53,8 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
                 "tenant 'default' with writer and admin scopes; serve binds to loopback only"
             )
         async with state.container.running():
-            yield
+            with drained_on_signal(state.container.fanout.drain):
+                yield
 
     # FastAPI whose /docs and /redoc pages load their scripts from this service, not a CDN.
     app = FastAPIOffline(
@@ -62,6 +70,7 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
     install_problem_handlers(app)
     app.include_router(health.router)
     app.include_router(writer.router)
+    app.include_router(channel.router)
     app.include_router(live.router)
     app.include_router(admin.router)
     app.include_router(console_router)

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.auth import Keyring, Principal, Scope
+from app.api.limits import ChannelSlots
 from app.api.metrics import Metrics
 from app.bootstrap import Container
 from app.errors import InvalidRequest
@@ -25,6 +26,8 @@ class ApiState:
     container: Container
     keyring: Keyring
     metrics: Metrics
+    channels: ChannelSlots
+    """The append channels open per key (`app/api/channel.py`)."""
 
 
 def api_state(request: Request) -> ApiState:

@@ -124,3 +124,29 @@ def has_body(headers: Headers) -> bool:
     if b"transfer-encoding" in headers:
         return True
     return (declared_length(headers) or 0) > 0
+
+
+class ChannelSlots:
+    """The append channels open at once in this process, per key, against a limit.
+
+    One event loop serves a process, so a plain dict is enough (no lock); a key's entry
+    goes when its last channel closes, so the dict holds only keys with a channel open.
+    """
+
+    def __init__(self, per_key: int) -> None:
+        self.per_key = per_key
+        self._open: dict[bytes, int] = {}
+
+    def take(self, key: bytes) -> bool:
+        """Hold one more channel for `key`; False (nothing held) when it has its limit."""
+        held = self._open.get(key, 0)
+        if held >= self.per_key:
+            return False
+        self._open[key] = held + 1
+        return True
+
+    def give(self, key: bytes) -> None:
+        """Return a channel taken with `take`."""
+        held = self._open.pop(key) - 1
+        if held:
+            self._open[key] = held

@@ -14,16 +14,19 @@ import json
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
-from starlette.responses import Response, StreamingResponse
+from fastapi import APIRouter, Header, Query, Request
+from pydantic import BaseModel
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import LiveDep, PrincipalDep, SettingsDep
 from app.api.params import StreamId
 from app.api.problems import problem_responses
 from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
-from app.errors import NotAcceptable
-from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
+from app.errors import DuplicateClaim, NotAcceptable
+from app.service.frames import Closing, EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
+from app.service.live import LiveReads
+from app.storage.records import EventPage, GenerationRecord
 
 router = APIRouter(prefix="/v1", tags=["live"], responses=problem_responses(401, 403))
 
@@ -44,6 +47,7 @@ Claim = Annotated[str | None, Query(max_length=4 * MAX_EVENT_ID_LENGTH)]
     },
 )
 async def follow_stream(
+    request: Request,
     stream_id: StreamId,
     principal: PrincipalDep,
     live: LiveDep,
@@ -56,6 +60,9 @@ async def follow_stream(
     current generation from seq 1): the verdict first, then every event as it is appended."""
     if not accepts_event_stream(accept):
         raise NotAcceptable(f"this route answers {EVENT_STREAM} only")
+    if len(request.headers.getlist("last-event-id")) > 1:
+        # Which one a proxy or a framework keeps differs: none is taken rather than a guess.
+        raise DuplicateClaim("Last-Event-ID is sent more than once")
     # An empty header is what a client with no id would send if it sent one: no claim.
     claim = last_event_id_header or last_event_id or None
     follow = await live.follow(principal.tenant, stream_id, claim)
@@ -96,7 +103,7 @@ def _render_event(frame: EventFrame) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _render_control(frame: ResetFrame | EndFrame | Heartbeat) -> str:
+def _render_control(frame: ResetFrame | EndFrame | Heartbeat | Closing) -> str:
     if isinstance(frame, ResetFrame):
         data: dict[str, object] = {
             "verdict": "reset",
@@ -108,6 +115,10 @@ def _render_control(frame: ResetFrame | EndFrame | Heartbeat) -> str:
     if isinstance(frame, EndFrame):
         data = {"generation": frame.generation, "terminal_seq": frame.terminal_seq}
         return f"event: end\ndata: {json.dumps(data)}\n\n"
+    if isinstance(frame, Closing):
+        # The process stops: the reconnect hint (an EventSource reconnects with its last id
+        # after `retry:`, and any replica continues it exactly); no blank line, as above.
+        return f": closing: reconnect with the last id\nretry: {frame.retry_ms}\n"
     # A comment line alone, with no blank line after it: a blank line would make some
     # parsers (httpx-sse, which the MCP Python SDK uses) dispatch an empty event.
     return ": keep-alive\n"
@@ -170,3 +181,78 @@ async def _opened_with(first: bytes, bodies: AsyncGenerator[bytes]) -> AsyncGene
     yield first
     async for body in bodies:
         yield body
+
+
+# -- pages: sent in chunks, counted while they are, and a wait that notices its client go ----
+
+PAGE_CHUNK_BYTES = 64 * 1024
+
+
+async def waited_page(
+    request: Request,
+    live: LiveReads,
+    tenant: str,
+    token: str,
+    *,
+    after: int,
+    limit: int,
+    wait: float,
+) -> tuple[GenerationRecord, EventPage]:
+    """A long-poll: `LiveReads.page`, ended at once when its client goes away (it holds a
+    reader slot and a watch while it waits: a gone client holds neither a moment longer,
+    and the next append reads nothing for it)."""
+    left = asyncio.Event()
+
+    async def listen() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        left.set()
+
+    listener = asyncio.ensure_future(listen())
+    try:
+        return await live.page(tenant, token, after=after, limit=limit, wait=wait, left=left)
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
+
+
+def paged_answer(model: BaseModel, live: LiveReads, give_place: Callable[[], None]) -> Response:
+    """A page's JSON answer, held in the process's budget of bytes in flight (503
+    `too_many_pages` past it) and in its place among the pages served at once until the
+    last byte is sent, in chunks: a client that does not read holds one answer, counted."""
+    try:
+        response = ChunkedJSON(model.model_dump(mode="json"))
+        give_bytes = live.page_bytes(len(response.body))
+    except BaseException:
+        give_place()
+        raise
+    response.releases = (give_bytes, give_place)
+    return response
+
+
+class ChunkedJSON(JSONResponse):
+    """A JSON answer sent `PAGE_CHUNK_BYTES` at a time; `releases` run once it is sent
+    (or the client went away)."""
+
+    releases: tuple[Callable[[], None], ...] = ()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            body = self.body
+            for start in range(0, max(len(body), 1), PAGE_CHUNK_BYTES):
+                end = start + PAGE_CHUNK_BYTES
+                chunk = body[start:end]
+                await send(
+                    {"type": "http.response.body", "body": chunk, "more_body": end < len(body)}
+                )
+        finally:
+            for release in self.releases:
+                release()

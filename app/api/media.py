@@ -56,19 +56,27 @@ def check_strict_json(body: bytes) -> None:
     """
     try:
         text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidJson("the body is not valid UTF-8") from None
+    strict_json(text, "body")
+
+
+def strict_json(text: str, what: str = "frame") -> Any:
+    """The value of a JSON text, refused as `check_strict_json` refuses a body (`what`
+    names it in the detail): the append channel parses each frame once, with this."""
+    try:
         parsed = json.loads(text, object_pairs_hook=_unique_keys)
     except _DuplicateKey as duplicate:
         raise InvalidJson(f"the key {duplicate.key!r} appears twice in one object") from None
-    except UnicodeDecodeError:
-        raise InvalidJson("the body is not valid UTF-8") from None
     except json.JSONDecodeError as error:
         raise InvalidJson(
-            f"the body is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+            f"the {what} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
         ) from None
     except RecursionError:
-        raise InvalidJson("the body is not valid JSON: nested too deeply") from None
+        raise InvalidJson(f"the {what} is not valid JSON: nested too deeply") from None
     if _SURROGATE_ESCAPE.search(text) is not None:
-        _check_strings(parsed, "body")
+        _check_strings(parsed, what)
+    return parsed
 
 
 class _DuplicateKey(ValueError):

@@ -16,6 +16,10 @@ from app.domain.outcomes import BatchAcknowledged, Decided, RetentionPass
 from app.service.observer import Observer
 
 UNMATCHED_ROUTE = "<unmatched>"
+# The methods a label names; any other (a caller may send any token as a method) is
+# `other`, so invented methods cannot add series (issue 21, item 7).
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+OTHER_METHOD = "other"
 
 
 class Metrics(Observer):
@@ -155,9 +159,14 @@ class Metrics(Observer):
 
 def observe_request(metrics: Metrics, method: str, route: str, status: int, seconds: float) -> None:
     """Count and time one HTTP request (the front door calls it as the request ends)."""
-    labels = (method, route, str(status))
+    labels = (method_label(method), route, str(status))
     metrics.requests.labels(*labels).inc()
     metrics.latency.labels(*labels).observe(seconds)
+
+
+def method_label(method: str) -> str:
+    """The method as a metric label: one of `KNOWN_METHODS`, else `other`."""
+    return method if method in KNOWN_METHODS else OTHER_METHOD
 
 
 def route_template(scope: Scope) -> str:

@@ -92,6 +92,16 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         "evicted": ProblemCode(410, "events of the requested range were evicted (never skipped)"),
         "expired": ProblemCode(410, "the generation's events were purged by its time to live"),
         "forbidden": ProblemCode(403, "the key lacks the scope the route needs"),
+        "header_timeout": ProblemCode(
+            408,
+            "a request's head did not arrive within EVENTLOG_HEADER_TIMEOUT_SECONDS",
+            _CLOSE,
+        ),
+        "headers_too_large": ProblemCode(
+            431,
+            "a request's head is over EVENTLOG_MAX_HEADER_BYTES or EVENTLOG_MAX_HEADERS lines",
+            _CLOSE,
+        ),
         "host_not_allowed": ProblemCode(421, "the Host is not one the service answers as"),
         "internal_error": ProblemCode(500, "an unexpected error of the service (its log has it)"),
         "invalid_json": ProblemCode(422, "the body is not strict UTF-8 JSON (or has a key twice)"),
@@ -102,6 +112,9 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         "origin_not_allowed": ProblemCode(403, "a browser page of an origin not accepted"),
         "overloaded": ProblemCode(
             503, "the process holds as many request bodies as it may", _RETRY_AND_CLOSE
+        ),
+        "reserved_event_type": ProblemCode(
+            422, "an event's type is a control event name of live reads (reset, end)"
         ),
         "schema_not_current": ProblemCode(503, "readiness: the database schema is not the newest"),
         "seq_conflict": ProblemCode(
@@ -116,6 +129,14 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         ),
         "superseded": ProblemCode(409, "a newer generation of the stream fenced this one"),
         "terminal": ProblemCode(409, "the generation is finished; nothing more is appended"),
+        "too_many_connections": ProblemCode(
+            503, "the process holds EVENTLOG_MAX_CONNECTIONS connections", _RETRY_AND_CLOSE
+        ),
+        "too_many_pages": ProblemCode(
+            503,
+            "the process sends as many pages of events at once as it may (count or bytes)",
+            _RETRY_AND_CLOSE,
+        ),
         "too_many_readers": ProblemCode(
             503, "the process serves EVENTLOG_LIVE_MAX_READERS live readers", _RETRY_AND_CLOSE
         ),

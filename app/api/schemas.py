@@ -77,6 +77,17 @@ class AppendRequest(_Request):
         return self
 
 
+FrameId = str | int | float | bool | None
+
+
+class AppendFrame(AppendRequest):
+    """A frame of the append channel (`GET /v1/append`): the Append body, the generation
+    it goes to and an id the answer echoes (any JSON scalar)."""
+
+    id: FrameId
+    generation: Annotated[str, Field(max_length=64)]
+
+
 class ResumeRequest(_Request):
     """A client's claim to resume after `last_event_id`."""
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from app.api.auth import Principal
 from app.api.deps import LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
+from app.api.live import paged_answer, waited_page
 from app.api.params import After, PageSize, StreamId, Token, Wait
 from app.api.problems import problem_responses
 from app.api.schemas import (
@@ -114,8 +115,13 @@ async def _resume(
     return ResumeResponse.of(reading, body.last_event_id)
 
 
-@router.get("/generations/{generation}/events", responses=problem_responses(404, 409, 410, 422))
+@router.get(
+    "/generations/{generation}/events",
+    response_model=PageResponse,
+    responses=problem_responses(404, 409, 410, 422, 503),
+)
 async def page_events(
+    request: Request,
     generation: Token,
     principal: PrincipalDep,
     service: ServiceDep,
@@ -124,22 +130,28 @@ async def page_events(
     after: After = 0,
     limit: PageSize = None,
     wait: Wait = None,
-) -> PageResponse:
+) -> Response:
     """Events after `after`, in order; 410 when some of them were evicted (never skipped).
 
     With `wait`, when nothing after `after` exists yet and the generation can still grow,
     the answer waits up to `wait` seconds for an append, terminal, supersede or expiry.
+    At most `EVENTLOG_MAX_PAGES_IN_FLIGHT` pages are served at once (503 `too_many_pages`).
     """
     size = page_limit(limit, settings)
-    if wait is None:
-        gen, page = await service.page(principal.tenant, generation, after=after, limit=size)
-    else:
-        if wait > settings.live_max_wait_seconds:
-            raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
-        gen, page = await live.page(
-            principal.tenant, generation, after=after, limit=size, wait=wait
-        )
-    return PageResponse.of(gen, page)
+    if wait is not None and wait > settings.live_max_wait_seconds:
+        raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
+    give_place = live.page_place()
+    try:
+        if wait is None:
+            gen, page = await service.page(principal.tenant, generation, after=after, limit=size)
+        else:
+            gen, page = await waited_page(
+                request, live, principal.tenant, generation, after=after, limit=size, wait=wait
+            )
+    except BaseException:
+        give_place()
+        raise
+    return paged_answer(PageResponse.of(gen, page), live, give_place)
 
 
 @router.get("/streams/{stream_id}", responses=problem_responses(404, 422))

@@ -21,6 +21,13 @@ class AppendConflict(StrEnum):
     SEQ_GAP = "seq_gap"
 
 
+# The names of live reads' control events (docs/live.md): a stored event of one of these
+# types would reach a browser's `EventSource` listeners of the service's own `reset` and
+# `end`, so an append may not use them (issue 21, item 10). Exact names: SSE event types
+# are case-sensitive, and `Reset` dispatches to no `reset` listener.
+CONTROL_EVENT_TYPES = frozenset({"reset", "end"})
+
+
 @dataclass(frozen=True, slots=True)
 class EventBody:
     """What a writer sends for one event: the SSE `event` type and its `data`."""

@@ -88,6 +88,7 @@ class Resumes:
         except InvalidClaim as invalid:
             self._metrics.resumes.labels("invalid", invalid.code).inc()
             return self._refuse(sdk_stream, "invalid", invalid.code, invalid.detail)
+        assert follow.reading is not None  # a read with a claim is always decided
         decision = follow.reading.decision
         self._metrics.resumes.labels(decision.verdict.value, decision.reason.value).inc()
         if decision.verdict is not Verdict.RESUME:

@@ -6,10 +6,17 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from app.domain.append import EventBody
+from app.domain.append import CONTROL_EVENT_TYPES, EventBody
 from app.domain.ids import StreamKey
 from app.domain.outcomes import BatchAcknowledged
-from app.errors import BatchTooLarge, ConflictingBatch, EventTooLarge, InvalidRequest, UnknownStream
+from app.errors import (
+    BatchTooLarge,
+    ConflictingBatch,
+    EventTooLarge,
+    InvalidRequest,
+    ReservedEventType,
+    UnknownStream,
+)
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath
@@ -101,13 +108,29 @@ class EventLogService:
         for index, body in enumerate(batch):
             if len(body.data.encode()) > s.max_event_bytes:
                 raise EventTooLarge(f"events[{index}].data is over {s.max_event_bytes} bytes")
+            if body.event in CONTROL_EVENT_TYPES:
+                raise ReservedEventType(
+                    f"events[{index}].event {body.event!r} is a control event of live reads "
+                    f"(reserved: {', '.join(sorted(CONTROL_EVENT_TYPES))})"
+                )
 
     async def resume(
-        self, tenant: str, last_event_id: str, *, asked_stream: str | None, limit: int
+        self,
+        tenant: str,
+        last_event_id: str,
+        *,
+        asked_stream: str | None,
+        limit: int,
+        max_bytes: int | None = None,
     ) -> Reading:
-        """Decide a resume claim and read what the verdict delivers, in one snapshot."""
+        """Decide a resume claim and read what the verdict delivers, in one snapshot (a
+        live read asks for a smaller page, `max_bytes`)."""
         reading = await self._reads.decide(
-            last_event_id, tenant=tenant, asked_stream=asked_stream, limit=limit
+            last_event_id,
+            tenant=tenant,
+            asked_stream=asked_stream,
+            limit=limit,
+            max_bytes=max_bytes,
         )
         self._observer.decided(reading.outcome(tenant, last_event_id))
         return reading

@@ -1,8 +1,11 @@
 """The live fan-out: one per process, between the wake-up sources and the live readers.
 
 It owns everything the readers of a process share, behind methods:
-- reader slots, at most `max_readers` of them (`has_room`, `take_slot`), each taken for
-  a tenant;
+- reader slots, at most `max_readers` of them and at most `tenant_max` for one tenant
+  (`has_room`, `take_slot`), each taken for a tenant: live readers and long-polls alike;
+- what is being sent: the bytes of pages in flight, process-wide (`sending`, `try_send`),
+  and the page requests served at once (`take_page`);
+- draining: on shutdown every reader and waiter is rung and told to end (`drain`);
 - watches: a reader's doorbell, armed before it reads and rung by any change of its
   stream after (`watch`); the sources tell it of changes (`wake`, `watched`,
   `source_up`, run by `run`). A stream with many readers here is rung after a delay that
@@ -20,15 +23,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections import Counter, defaultdict
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Hashable,
+    Iterator,
+    Sequence,
+)
+from contextlib import asynccontextmanager, contextmanager
 from typing import TypeVar
 
 from app.service.frames import EventFrame, Frame, PageFrames
 from app.service.observer import Observer
 from app.service.reading import Step
-from app.service.sharing import RecentByIdentity, SharedReads
+from app.service.sharing import ByteBudget, RecentByIdentity, SharedReads
 from app.storage.changes import Changes, TailAppend
 from app.storage.records import EventPage
 from app.storage.wakeups import WakeupSource
@@ -64,12 +75,22 @@ class Watch:
         """The stream changed since the watch was armed."""
         self._rung.set()
 
-    async def wait(self, within: float) -> bool:
-        """True when rung within `within` seconds (a reader's doorbell has a deadline)."""
+    async def wait(self, within: float, *, unless: asyncio.Event | None = None) -> bool:
+        """True when rung within `within` seconds (a reader's doorbell has a deadline);
+        `unless` set (a waiter's client left) ends the wait at once, as not rung."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(within):
-                await self._rung.wait()
-                return True
+                if unless is None:
+                    await self._rung.wait()
+                    return True
+                rung = asyncio.ensure_future(self._rung.wait())
+                left = asyncio.ensure_future(unless.wait())
+                try:
+                    await asyncio.wait((rung, left), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    rung.cancel()
+                    left.cancel()
+                return self._rung.is_set() and not unless.is_set()
         return False
 
 
@@ -99,13 +120,23 @@ class Fanout:
         observer: Observer,
         *,
         max_readers: int,
+        tenant_max: int | None = None,
         fanout_per_reader: float = 0.0,
         fanout_max: float = 0.0,
+        max_bytes_in_flight: int = 64 * 1_048_576,
+        max_pages: int = 64,
     ) -> None:
         self._sources = tuple(sources)
         self._observer = observer
         self._max_readers = max_readers
+        self._tenant_max = max_readers if tenant_max is None else tenant_max
         self._readers = 0
+        self._by_tenant: Counter[str] = Counter()
+        self._draining = False
+        self._budget = ByteBudget(max_bytes_in_flight)
+        self._sending: dict[int, _Sent] = {}  # by id(body)
+        self._max_pages = max_pages
+        self._pages = 0
         self._watches: defaultdict[int, set[Watch]] = defaultdict(set)
         self._fanout_per_reader = fanout_per_reader
         self._fanout_max = fanout_max
@@ -127,19 +158,96 @@ class Fanout:
 
     def has_room(self, tenant: str) -> bool:
         """Whether `take_slot(tenant)` would give a slot now (asked before any work)."""
-        return self._readers < self._max_readers
+        return self._readers < self._max_readers and self._by_tenant[tenant] < self._tenant_max
 
     def take_slot(self, tenant: str) -> ReaderSlot | None:
-        """A reader's place in this process, or None past `max_readers`."""
+        """A reader's place in this process, or None past `max_readers` (or past the
+        tenant's share, `tenant_max`)."""
         if not self.has_room(tenant):
             return None
         self._readers += 1
+        self._by_tenant[tenant] += 1
         self._observer.live_readers(self._readers)
         return ReaderSlot(tenant, self._free)
 
     def _free(self, slot: ReaderSlot) -> None:
         self._readers -= 1
+        self._by_tenant[slot.tenant] -= 1
+        if not self._by_tenant[slot.tenant]:
+            del self._by_tenant[slot.tenant]
         self._observer.live_readers(self._readers)
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    @property
+    def draining(self) -> bool:
+        """The process is stopping: every reader and waiter ends at once."""
+        return self._draining
+
+    def drain(self) -> None:
+        """Ring every watch and have every reader end (a reader checks `draining` after
+        each wake-up and before each wait)."""
+        self._draining = True
+        for watches in list(self._watches.values()):
+            for watch in watches:
+                watch.ring()
+
+    # -- what is being sent -------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def sending(self, body: bytes) -> AsyncIterator[None]:
+        """Hold `body`'s bytes in the process-wide budget while the block sends it: waits
+        for room first. A body shared by a crowd (`encoded`) is charged once for all."""
+        key = id(body)
+        held = self._sending.get(key)
+        if held is None or held.body is not body:
+            await self._budget.take(len(body))
+            held = self._sending[key] = _Sent(body)
+        held.senders += 1
+        try:
+            yield
+        finally:
+            held.senders -= 1
+            if held.senders == 0:
+                if self._sending.get(key) is held:
+                    del self._sending[key]
+                self._budget.give(len(body))
+
+    def try_send(self, size: int) -> Callable[[], None] | None:
+        """Hold `size` bytes if there is room now: the function that gives them back, or
+        None (a page request is refused rather than queued)."""
+        if not self._budget.try_take(size):
+            return None
+        given = False
+
+        def give() -> None:
+            nonlocal given
+            if not given:
+                given = True
+                self._budget.give(size)
+
+        return give
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """Bytes of responses being sent now."""
+        return self._budget.used
+
+    def take_page(self) -> Callable[[], None] | None:
+        """A place for one page request, or None past `max_pages`: the function that gives
+        it back (idempotent)."""
+        if self._pages >= self._max_pages:
+            return None
+        self._pages += 1
+        given = False
+
+        def give() -> None:
+            nonlocal given
+            if not given:
+                given = True
+                self._pages -= 1
+
+        return give
 
     # -- watches and wake-ups ---------------------------------------------------------------
 
@@ -257,6 +365,16 @@ class Fanout:
         if len(body) <= SHARED_MAX_CHARS:
             self._bodies.put(batch, (encode, body))
         return body
+
+
+class _Sent:
+    """A body being sent, and by how many readers (it is charged to the budget once)."""
+
+    __slots__ = ("body", "senders")
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.senders = 0
 
 
 def _handable(appended: TailAppend) -> bool:

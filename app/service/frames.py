@@ -43,7 +43,15 @@ class Heartbeat:
     """Nothing happened for a heartbeat interval."""
 
 
-Frame = EventFrame | ResetFrame | EndFrame | Heartbeat
+@dataclass(frozen=True, slots=True)
+class Closing:
+    """The process is stopping: reconnect after `retry_ms` with the last id (on any replica
+    the reader continues exactly); the connection ends after it."""
+
+    retry_ms: int
+
+
+Frame = EventFrame | ResetFrame | EndFrame | Heartbeat | Closing
 
 
 class PageFrames(tuple[EventFrame, ...]):

@@ -22,17 +22,18 @@ whole, otherwise the next generation opened after it, as soon as it is.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from app.domain.decision import Reason, Verdict
-from app.errors import InvalidClaim, StorageError, TooManyReaders, UnknownStream
+from app.errors import InvalidClaim, StorageError, TooManyPages, TooManyReaders, UnknownStream
 from app.service.eventlog import EventLogService
 from app.service.fanout import Encode, Fanout, ReaderSlot, Watch
-from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
+from app.service.frames import Closing, EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath, Step
 from app.settings import Settings
@@ -64,12 +65,16 @@ class _Turn:
 @dataclass(frozen=True, slots=True)
 class Follow:
     """A decided live read holding a reader slot; `LiveReads.frames` serves it, and
-    `close()` frees the slot (whether or not the frames were ever read)."""
+    `close()` frees the slot (whether or not the frames were ever read).
+
+    `reading` is the decision on the reader's claim; a reader with no claim has none and
+    `start`, the generation it is given from seq 1 (the stream's current one then)."""
 
     stream_pk: int
-    reading: Reading
+    reading: Reading | None
     last_epoch: int
     slot: ReaderSlot
+    start: GenerationRecord | None = None
 
     @property
     def tenant(self) -> str:
@@ -109,29 +114,45 @@ class LiveReads:
         `TooManyReaders` past the per-process cap.
         """
         if not self._fanout.has_room(tenant):  # before any work
-            raise self._too_many()
+            raise self._too_many(tenant)
         if last_event_id is None:
+            # No position is not a claim (CONTRACT.md, Follow, "Position"): the reader holds
+            # nothing to splice, so it gets the current generation from seq 1 whatever its
+            # state (a finished one whole, then `end`), and nothing is decided or audited.
             current = (await self._eventlog.stream(tenant, stream_id)).current
             if current is None:
                 raise UnknownStream(stream_id)
-            last_event_id = f"{current.token}:0"
+            return Follow(current.stream_pk, None, current.epoch, self._slot(tenant), current)
         reading = await self._eventlog.resume(
-            tenant, last_event_id, asked_stream=stream_id, limit=self._page_limit
+            tenant,
+            last_event_id,
+            asked_stream=stream_id,
+            limit=self._page_limit,
+            max_bytes=self._settings.live_page_bytes,
         )
         decision = reading.decision
         if decision.verdict is Verdict.INVALID:
             raise InvalidClaim(decision.reason, decision.detail)
         claimed = reading.claimed
         assert claimed is not None  # a claim that is not invalid names a generation
-        current = await self._reads.current(claimed.stream_pk)
-        epoch = max(claimed.epoch, 0 if current is None else current.epoch)
+        # The epoch is the decision's own snapshot's: a generation opened after it is one
+        # the reader must still be given (a reset first when it supersedes the delivered
+        # one), never one to wait past.
+        delivered = reading.delivered
+        epoch = claimed.epoch if delivered is None else max(claimed.epoch, delivered.epoch)
+        return Follow(claimed.stream_pk, reading, epoch, self._slot(tenant))
+
+    def _slot(self, tenant: str) -> ReaderSlot:
         slot = self._fanout.take_slot(tenant)
         if slot is None:  # taken meanwhile by readers decided at the same time
-            raise self._too_many()
-        return Follow(claimed.stream_pk, reading, epoch, slot)
+            raise self._too_many(tenant)
+        return slot
 
-    def _too_many(self) -> TooManyReaders:
-        return TooManyReaders(f"{self._fanout.readers} live readers already")
+    def _too_many(self, tenant: str) -> TooManyReaders:
+        return TooManyReaders(
+            f"{self._fanout.readers} live readers and waits already (or the share of "
+            f"tenant {tenant!r} of them)"
+        )
 
     @property
     def _page_limit(self) -> int:
@@ -150,10 +171,20 @@ class LiveReads:
 
     async def bodies(self, follow: Follow, encode: Encode) -> AsyncGenerator[bytes]:
         """As `frames`, each batch as `encode` makes it: a page's frames are encoded once
-        for every reader given that page."""
+        for every reader given that page. A body is sent in chunks of at most
+        `EVENTLOG_LIVE_CHUNK_BYTES`, held in the process's budget of bytes in flight
+        while it is (a reader that does not read holds one page, never more, and the
+        next page is read only once there is room for it)."""
+        size = self._settings.live_chunk_bytes
         with self._serving(follow) as watch:
             async for batch in self._serve(follow, watch):
-                yield self._fanout.encoded(batch, encode)
+                body = self._fanout.encoded(batch, encode)
+                if len(body) <= size:
+                    yield body
+                    continue
+                async with self._fanout.sending(body):
+                    for start in range(0, len(body), size):
+                        yield body[start : start + size]
 
     @contextlib.contextmanager
     def _serving(self, follow: Follow) -> Iterator[Watch]:
@@ -171,20 +202,27 @@ class LiveReads:
         deadline = time.monotonic() + self._settings.live_max_seconds
         reading, epoch = follow.reading, follow.last_epoch
         cursor: _Cursor | None = None
-        delivered = reading.delivered
         opening: list[Frame] = []
-        if reading.decision.verdict is Verdict.RESET:
-            fresh = None if delivered is None else delivered.token
-            opening.append(ResetFrame(reading.decision.reason, fresh))
-        if delivered is not None:
-            claim = reading.decision.claim
-            start = claim.seq if delivered is reading.claimed and claim is not None else 0
-            cursor = _Cursor(delivered, start)
-            opening.extend(self._deliver(cursor, reading.page))
+        if reading is None:  # no claim: the start generation from seq 1, as it stands
+            assert follow.start is not None
+            cursor = _Cursor(follow.start, 0)
+        else:
+            delivered = reading.delivered
+            if reading.decision.verdict is Verdict.RESET:
+                fresh = None if delivered is None else delivered.token
+                opening.append(ResetFrame(reading.decision.reason, fresh))
+            if delivered is not None:
+                claim = reading.decision.claim
+                start = claim.seq if delivered is reading.claimed and claim is not None else 0
+                cursor = _Cursor(delivered, start)
+                opening.extend(self._deliver(cursor, reading.page))
         if opening:
             yield opening
         while time.monotonic() < deadline:
             watch.arm()  # before reading: a change during the read rings it
+            if self._fanout.draining:  # the process stops: reconnect, elsewhere
+                yield (Closing(self._settings.live_retry_ms),)
+                return
             if cursor is None:
                 cursor, epoch = await self._next_generation(follow.stream_pk, epoch)
                 if cursor is not None:
@@ -208,10 +246,13 @@ class LiveReads:
         handed = self._fanout.handed(follow.stream_pk, token, after)
         if handed is not None and handed.page is not None and len(handed.page.events) <= limit:
             return handed  # what this process just appended: no need to read it back
+        max_bytes = self._settings.live_page_bytes
         return await self._fanout.read_shared(
             follow.stream_pk,
             ("step", follow.tenant, token, after, limit),
-            lambda: self._reads.step(token, tenant=follow.tenant, after=after, limit=limit),
+            lambda: self._reads.step(
+                token, tenant=follow.tenant, after=after, limit=limit, max_bytes=max_bytes
+            ),
         )
 
     def _judge(self, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
@@ -275,21 +316,58 @@ class LiveReads:
         return frames
 
     async def page(
-        self, tenant: str, token: str, *, after: int, limit: int, wait: float
+        self,
+        tenant: str,
+        token: str,
+        *,
+        after: int,
+        limit: int,
+        wait: float,
+        left: asyncio.Event | None = None,
     ) -> tuple[GenerationRecord, EventPage]:
-        """A page after `after`; when none is there yet, wait up to `wait` s for a change."""
+        """A page after `after`; when none is there yet, wait up to `wait` s for a change.
+
+        A wait holds a reader slot (under the same caps as live readers, the tenant's
+        share included) while it waits; `left` set (its client went away) or the process
+        draining ends it at once, with what the last read found."""
         gen, page = await self._reads.page(token, tenant=tenant, after=after, limit=limit)
-        if page.events or wait <= 0 or _settled(gen):
+        if page.events or wait <= 0 or _settled(gen) or self._fanout.draining:
             return gen, page
+        slot = self._slot(tenant)
         deadline = time.monotonic() + wait
-        with self._fanout.watch(gen.stream_pk) as watch:
-            while (remaining := deadline - time.monotonic()) > 0:
-                watch.arm()
-                gen, page = await self._reads.page(token, tenant=tenant, after=after, limit=limit)
-                if page.events or _settled(gen):
-                    break
-                await watch.wait(remaining)
+        try:
+            with self._fanout.watch(gen.stream_pk) as watch:
+                while (remaining := deadline - time.monotonic()) > 0:
+                    watch.arm()
+                    gen, page = await self._reads.page(
+                        token, tenant=tenant, after=after, limit=limit
+                    )
+                    if page.events or _settled(gen) or self._fanout.draining:
+                        break
+                    if left is not None and left.is_set():
+                        break
+                    await watch.wait(remaining, unless=left)
+                    if left is not None and left.is_set():
+                        break  # nobody to answer: no read on the next append
+        finally:
+            slot.release()
         return gen, page
+
+    def page_place(self) -> Callable[[], None]:
+        """A place for one page request (`EVENTLOG_MAX_PAGES_IN_FLIGHT`), or
+        `TooManyPages`: the function that gives it back."""
+        give = self._fanout.take_page()
+        if give is None:
+            raise TooManyPages("as many page requests as the process serves at once")
+        return give
+
+    def page_bytes(self, size: int) -> Callable[[], None]:
+        """`size` bytes of a page answer in the process's budget
+        (`EVENTLOG_MAX_RESPONSE_BYTES_IN_FLIGHT`), or `TooManyPages`."""
+        give = self._fanout.try_send(size)
+        if give is None:
+            raise TooManyPages("as many bytes of answers in flight as the process may hold")
+        return give
 
 
 def _settled(gen: GenerationRecord) -> bool:

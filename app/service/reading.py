@@ -88,16 +88,25 @@ class ReadPath:
         self._max_bytes = settings.max_page_bytes
 
     async def decide(
-        self, last_event_id: str, *, tenant: str | None, asked_stream: str | None, limit: int
+        self,
+        last_event_id: str,
+        *,
+        tenant: str | None,
+        asked_stream: str | None,
+        limit: int,
+        max_bytes: int | None = None,
     ) -> Reading:
-        """The verdict on a claim and the page it delivers.
+        """The verdict on a claim and the page it delivers (of at most `max_bytes` of data,
+        default `EVENTLOG_MAX_PAGE_BYTES`).
 
         `tenant` None looks the token up across every tenant (an operator's explain);
         `asked_stream` None takes the stream from the token (`/v1/resume`).
         """
 
         def read(conn: Connection) -> Reading:
-            return self._decide_in(conn, last_event_id, tenant, asked_stream, limit)
+            return self._decide_in(
+                conn, last_event_id, tenant, asked_stream, limit, max_bytes or self._max_bytes
+            )
 
         reading = self._database.read(read)
         return await (reading if self._tracer is None else self._tracer.decision(reading))
@@ -123,8 +132,12 @@ class ReadPath:
 
         return await self._database.read(read)
 
-    async def step(self, token: str, *, tenant: str, after: int, limit: int) -> Step:
-        """Where a live reader at `<token>:<after>` stands now, in one snapshot."""
+    async def step(
+        self, token: str, *, tenant: str, after: int, limit: int, max_bytes: int | None = None
+    ) -> Step:
+        """Where a live reader at `<token>:<after>` stands now, in one snapshot (a page of
+        at most `max_bytes` of data, default `EVENTLOG_MAX_PAGE_BYTES`)."""
+        size = max_bytes or self._max_bytes
 
         def read(conn: Connection) -> Step:
             gen = generations.find(conn, token, tenant=tenant)
@@ -132,7 +145,7 @@ class ReadPath:
                 return Step(None, None, None)
             current = generations.current_of(conn, [gen.stream_pk]).get(gen.stream_pk)
             due = not gen.expired and gen.head_seq - 1 <= after < gen.tail_seq
-            page = self._read(conn, gen, after, limit) if due else None
+            page = self._read(conn, gen, after, limit, size) if due else None
             return Step(gen, page, current)
 
         return await self._database.read(read)
@@ -152,12 +165,17 @@ class ReadPath:
         tenant: str | None,
         asked_stream: str | None,
         limit: int,
+        max_bytes: int,
     ) -> Reading:
         claim = parse_event_id(last_event_id)  # the one parse of the claim
         gen = None if claim is None else generations.find(conn, claim.token, tenant=tenant)
         # What a resume would deliver is read before deciding, so that a hole the counters
         # cannot see (row 9) is known to the one decision of this read.
-        page = None if claim is None or gen is None else self._deliverable(conn, gen, claim, limit)
+        page = (
+            None
+            if claim is None or gen is None
+            else self._deliverable(conn, gen, claim, limit, max_bytes)
+        )
         hole = page is not None and not page.contiguous
         facts = None if gen is None else facts_of(gen, contiguous=gen.contiguous and not hole)
         decision = decide(claim, asked_stream=asked_stream, generation=facts, policy=self._policy)
@@ -167,13 +185,13 @@ class ReadPath:
             return Reading(decision, stream_id, gen, gen, page)
         if decision.reason is Reason.SUPERSEDED:
             assert gen is not None
-            fresh = self._fresh_start(conn, gen, limit)
+            fresh = self._fresh_start(conn, gen, limit, max_bytes)
             if fresh is not None:
                 return Reading(decision, stream_id, gen, *fresh)
         return Reading(decision, stream_id, gen, None, None)
 
     def _deliverable(
-        self, conn: Connection, gen: GenerationRecord, claim: EventId, limit: int
+        self, conn: Connection, gen: GenerationRecord, claim: EventId, limit: int, max_bytes: int
     ) -> EventPage | None:
         """The page after the claim when a resume could deliver it: the generation is
         current, not purged and without a hole by its counters, and the claimed seq lies in
@@ -182,21 +200,29 @@ class ReadPath:
         for a page it cannot get."""
         in_run = gen.head_seq - 1 <= claim.seq <= gen.tail_seq
         if gen.current and not gen.expired and gen.contiguous and in_run:
-            return self._read(conn, gen, claim.seq, limit)
+            return self._read(conn, gen, claim.seq, limit, max_bytes)
         return None
 
     def _fresh_start(
-        self, conn: Connection, superseded: GenerationRecord, limit: int
+        self, conn: Connection, superseded: GenerationRecord, limit: int, max_bytes: int
     ) -> tuple[GenerationRecord, EventPage] | None:
         """The stream's current generation from seq 1, when all of it is still there."""
         current = generations.current_of(conn, [superseded.stream_pk]).get(superseded.stream_pk)
         if current is None or not current.fully_retained:
             return None
-        page = self._read(conn, current, 0, limit)
+        page = self._read(conn, current, 0, limit, max_bytes)
         return (current, page) if page.contiguous else None
 
-    def _read(self, conn: Connection, gen: GenerationRecord, after: int, limit: int) -> EventPage:
-        return events.read_page(conn, gen, after=after, limit=limit, max_bytes=self._max_bytes)
+    def _read(
+        self,
+        conn: Connection,
+        gen: GenerationRecord,
+        after: int,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> EventPage:
+        size = self._max_bytes if max_bytes is None else max_bytes
+        return events.read_page(conn, gen, after=after, limit=limit, max_bytes=size)
 
 
 def _page_detail(refusal: PageRefusal, gen: GenerationRecord, after: int) -> str:

@@ -80,3 +80,47 @@ class RecentByIdentity(Generic[K, V]):
         if len(self._entries) >= self._kept:
             del self._entries[next(iter(self._entries))]
         self._entries[id(key)] = (key, value)
+
+
+class ByteBudget:
+    """Bytes of responses being sent at once, process-wide, at most `limit` of them.
+
+    A body is charged while it is sent and given back once it is; a body alone over the
+    limit is let through when nothing else is held (so that it is never stuck for good).
+    `take` waits for room; `try_take` answers at once."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._used = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def used(self) -> int:
+        """Bytes held now."""
+        return self._used
+
+    def try_take(self, size: int) -> bool:
+        """Take `size` bytes if there is room now."""
+        if self._used and self._used + size > self._limit:
+            return False
+        self._used += size
+        return True
+
+    async def take(self, size: int) -> None:
+        """Take `size` bytes, waiting until there is room."""
+        while not self.try_take(size):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    def give(self, size: int) -> None:
+        """Give `size` bytes back; whoever waits tries again."""
+        self._used -= size
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from starlette.exceptions import HTTPException
 
+from app.api.connections import CONNECTION_CODES
 from app.api.health import _CODES as READINESS_CODES
 from app.api.problems import (
     HTTP_ERROR_CODES,
@@ -73,6 +74,7 @@ def test_every_error_of_the_tree_has_a_row_and_every_row_is_answered() -> None:
             assert "code" in vars(leaf), f"{leaf.__name__} has no code"
             answered.add(vars(leaf)["code"])
     answered.update(HTTP_ERROR_CODES.values(), READINESS_CODES.values(), {"internal_error"})
+    answered.update(CONNECTION_CODES)  # answered by the server's protocol, before the app
     assert answered == set(PROBLEM_CODES)
     assert all(PROBLEM_CODES[code].status == s for s, code in HTTP_ERROR_CODES.items())
 

@@ -90,6 +90,15 @@ async def state(client: httpx.AsyncClient, token: str) -> Any:
     return stream["generations"], stream["current"]["tail_seq"], page["events"]
 
 
+async def post_raw(client: httpx.AsyncClient, path: str, token: str, raw: bytes) -> httpx.Response:
+    """POST `raw` as JSON to `path`, the placeholder token replaced by `token` in both."""
+    return await client.post(
+        path.format(token=token),
+        content=raw.replace(TOKEN.encode(), token.encode()),
+        headers={"content-type": "application/json"},
+    )
+
+
 def problem_code(answer: httpx.Response) -> str:
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
@@ -102,10 +111,7 @@ async def test_a_value_lax_parsing_would_coerce_is_refused(
     client: httpx.AsyncClient, token: str, path: str, body: dict[str, Any]
 ) -> None:
     before = await state(client, token)
-    raw = json.dumps(body).replace(TOKEN, token)
-    answer = await client.post(
-        path.format(token=token), content=raw, headers={"content-type": "application/json"}
-    )
+    answer = await post_raw(client, path, token, json.dumps(body).encode())
     assert problem_code(answer) == "validation_error"
     assert await state(client, token) == before
 
@@ -115,11 +121,7 @@ async def test_a_key_twice_in_one_object_is_refused(
     client: httpx.AsyncClient, token: str, path: str, raw: bytes
 ) -> None:
     before = await state(client, token)
-    answer = await client.post(
-        path.format(token=token),
-        content=raw.replace(TOKEN.encode(), token.encode()),
-        headers={"content-type": "application/json"},
-    )
+    answer = await post_raw(client, path, token, raw)
     assert problem_code(answer) == "invalid_json"
     assert "appears twice" in answer.json()["detail"]
     assert await state(client, token) == before
@@ -131,11 +133,7 @@ async def test_a_lone_surrogate_anywhere_in_a_body_is_refused(
 ) -> None:
     """Never a 500, never stored, never decided (so never in the audit log)."""
     before = await state(client, token)
-    answer = await client.post(
-        path.format(token=token),
-        content=raw.replace(TOKEN.encode(), token.encode()),
-        headers={"content-type": "application/json"},
-    )
+    answer = await post_raw(client, path, token, raw)
     assert problem_code(answer) == "validation_error"
     assert "UTF-8" in answer.json()["detail"]
     assert await state(client, token) == before

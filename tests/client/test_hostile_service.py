@@ -104,3 +104,45 @@ def test_a_redirect_is_never_followed(hostile: str, call: str) -> None:
     assert (outcome["error"], outcome["code"]) == ("Redirected", "redirected"), outcome
     seen = httpx.get(f"{hostile}/hostile/seen").json()
     assert seen == {"elsewhere": 0}
+
+
+# The append channel (issue 19.1): the upgrade is accepted, then every frame is answered
+# badly. Each ends in a typed error of the tree, within the attempt's deadline, over the
+# channel (no append fell back to REST), with memory bounded by the answer cap (1 MiB).
+@pytest.mark.parametrize(
+    ("key", "error", "kind"),
+    [
+        ("ws-garbage", "MalformedResponse", "UntrustedResponse"),
+        ("ws-binary", "MalformedResponse", "UntrustedResponse"),
+        ("ws-wrong-id", "MalformedResponse", "UntrustedResponse"),
+        ("ws-missing-fields", "MalformedResponse", "UntrustedResponse"),
+        ("ws-close", "ServiceUnreachable", "EventLogError"),
+        # The client closes at the announced size; the service, still sending, never
+        # ends the TCP connection, so the attempt's deadline does.
+        ("ws-huge", "DeadlineExceeded", "ServiceUnreachable"),
+        ("ws-silent", "DeadlineExceeded", "ServiceUnreachable"),
+    ],
+)
+def test_a_channel_that_answers_badly_is_a_typed_error(
+    hostile: str, key: str, error: str, kind: str
+) -> None:
+    outcome = run_call(hostile, key, "channel-append", within=30)
+    assert outcome["error"] == error, outcome
+    assert kind in outcome["kinds"]
+    assert outcome["fallbacks"] == {}, outcome
+    assert outcome["seconds"] < 10, outcome  # the deadline is 3 s
+    assert outcome["growth_mib"] < 50, outcome
+
+
+@pytest.mark.parametrize(
+    ("key", "error"), [("html", "UnexpectedContentType"), ("redirect", "Redirected")]
+)
+def test_a_refused_upgrade_falls_back_to_rest_which_trusts_no_more(
+    hostile: str, key: str, error: str
+) -> None:
+    # The upgrade is answered HTML or a redirect (never followed): the append goes over
+    # REST, counted, and REST's answer is judged as ever.
+    outcome = run_call(hostile, key, "channel-append")
+    assert outcome["error"] == error, outcome
+    assert outcome["fallbacks"] == {"upgrade_refused": 1}, outcome
+    assert httpx.get(f"{hostile}/hostile/seen").json() == {"elsewhere": 0}

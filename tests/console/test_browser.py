@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.support.browser import chromium, require_chromium
+from tests.support.browser import require_chromium
 from tests.support.console_seed import (
     ACME,
     ADMIN,
@@ -41,13 +41,6 @@ window.__problems = [];
 document.addEventListener('securitypolicyviolation',
   (e) => window.__problems.push('CSP ' + e.violatedDirective + ' ' + e.blockedURI));
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    require_chromium()
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,8 @@ processes on one PostgreSQL database of the test's own.
   exactly: every event once, in order.
 - Long-polls (`?after=N&wait=S`) pass: answered at the append, or empty at the wait's end.
 - Bad input gets the same answer through nginx as directly (status and problem `code`).
-- The WebSocket append channel (`GET /v1/append`, issue 19) has its location in the
-  configuration; the handshake through nginx is exercised once the endpoint exists (until
-  then that test is a strict xfail, so it fails the day the endpoint lands).
+- The WebSocket append channel (`GET /v1/append`) passes nginx: an upgrade through the
+  proxy, a frame appended and answered.
 
 nginx runs from a temporary prefix on a free port of 127.0.0.1; the replicas are open
 (no keys), which `serve` allows on loopback only.
@@ -42,13 +41,10 @@ from app.settings import Settings
 from app.storage.migrate import upgrade
 from tests.deploy.nginx import Nginx, require_nginx
 from tests.support.databases import (
-    create_postgres_database,
     drop_postgres_database,
-    postgres_reachable,
-    postgres_required,
+    require_postgres_database,
 )
 from tests.support.live_readers import WAIT, LiveReader, SseEvent, live_request, metric
-from tests.support.needs import missing
 from tests.support.processes import ServerProcess
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
@@ -83,21 +79,10 @@ class Stack:
         return self.b if replica is self.a else self.a
 
 
-def _postgres() -> str:
-    problem = postgres_reachable()
-    if problem is not None:
-        missing(
-            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
-            problem,
-            required=postgres_required(),
-        )
-    return create_postgres_database()
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     executable = require_nginx()
-    database_url = _postgres()
+    database_url = require_postgres_database()
     workdir = tmp_path_factory.mktemp("nginx")
     try:
         upgrade(database_url)  # the compose file's migrate job
@@ -316,11 +301,6 @@ def test_bad_input_gets_the_same_answers_through_nginx(stack: Stack) -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the append channel GET /v1/append is issue 19's; until it exists the service "
-    "answers its handshake 404 — when this passes, remove this mark",
-)
 def test_the_append_channel_passes_nginx(stack: Stack) -> None:
     from websockets.sync.client import connect
 

@@ -219,3 +219,29 @@ async def test_a_body_over_the_limit_is_refused_before_the_upstream(
                 after = len((await http.get(f"{upstream.base_url}/test/seen")).json()["headers"])
             assert (answer.status_code, answer.json()["code"]) == (413, "body_too_large")
             assert after == seen
+
+
+async def test_a_resume_into_evicted_events_is_reset_visibly(
+    gateway_database: str, tmp_path: Path
+) -> None:
+    with python_upstream(tmp_path) as upstream:
+        env = {"EVENTLOG_DEFAULT_MAX_EVENTS": "3"}
+        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path, env)
+        with gateway:
+            progress = Progress()
+            url = f"{gateway.base_url}/mcp"
+            async with mcp_client(url, end_session=False) as (session, session_ids, _):
+                await call_progress(session, progress, n=6)
+            # Eight events (priming, six steps, the result); three kept: step 1's
+            # successors are gone, so resuming from it would skip them.
+            with anyio.fail_after(5):
+                try:
+                    async with mcp_client(url, session_id=session_ids[0]) as (again, _, _):
+                        await call_progress(again, Progress(), resumption_token=progress.tokens[1])
+                except BaseException as failure:  # the failure is what is looked at
+                    error = _error_of(failure)
+                else:
+                    raise AssertionError("the resume into evicted events did not fail")
+            assert error.error.code == -32010
+            assert (error.error.data["verdict"], error.error.data["reason"]) == ("reset", "evicted")
+            assert error.error.data["discard_client_state"] is True

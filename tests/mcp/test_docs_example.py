@@ -7,13 +7,10 @@ import re
 from pathlib import Path
 
 import httpx
-import httpx2
-import mcp_types as types
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.deployment import Deployment
+from tests.support.example_call import build_report
 from tests.support.processes import REPO, ServerProcess, free_port
 
 pytestmark = pytest.mark.process
@@ -50,24 +47,9 @@ async def test_the_example_serves_and_stores(deployment: Deployment, tmp_path: P
     script.write_text(source.replace("port=8000", f"port={port}"))
     env = {"EVENTLOG_URL": deployment.eventlog}
     url = f"http://127.0.0.1:{port}"
-    steps: list[float] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        steps.append(progress)
-
     with ServerProcess.program([str(script)], port=port, log_path=tmp_path / "server.log", env=env):
-        async with (
-            httpx2.AsyncClient(timeout=30) as http,
-            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            result = await session.call_tool(
-                "build_report", {"pages": 3}, progress_callback=on_progress
-            )
-    content = result.content[0]
-    assert isinstance(content, types.TextContent)
-    assert (content.text, steps) == ("3 pages", [1, 2, 3])
+        answer = await build_report(url, pages=3)
+    assert answer == ("3 pages", [1, 2, 3])
     async with httpx.AsyncClient(base_url=deployment.eventlog) as admin:
         listed = (await admin.get("/admin/v1/streams", params={"prefix": "mcp."})).json()
     assert len(listed["streams"]) >= 1

@@ -2,9 +2,10 @@
 
 Real processes: the hostile fake service (`tests.support.hostile_service`), the test MCP
 server with the store pointed at it (its writer key picks the misbehaviour), and the SDK's
-client. Before issue 21.3 an HTML answer raised `JSONDecodeError` out of `store_event`
-(the SDK answered 500 and the session ended), a drip held the session for good, and an
-endless body grew the MCP server without bound.
+client. The `ws-…` keys accept the store's append channel and then answer its frames
+with garbage, nothing, or a closed channel. Before issue 21.3 an HTML answer raised
+`JSONDecodeError` out of `store_event` (the SDK answered 500 and the session ended), a
+drip held the session for good, and an endless body grew the MCP server without bound.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ("huge", "response_too_large"),
         ("gzip-bomb", "response_too_large"),
         ("drip", "timeout"),
+        # The append channel accepted, then misbehaving (issue 19.1).
+        ("ws-garbage", "malformed_response"),
+        ("ws-binary", "malformed_response"),
+        ("ws-wrong-id", "malformed_response"),
+        ("ws-missing-fields", "malformed_response"),
+        ("ws-silent", "timeout"),
+        ("ws-close", "unreachable"),
+        ("ws-huge", "timeout"),
     ],
 )
 async def test_a_session_goes_on_whatever_the_service_answers(

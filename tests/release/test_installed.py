@@ -38,12 +38,10 @@ from tests.release.installed import (
     running,
 )
 from tests.support.databases import (
-    create_postgres_database,
     drop_postgres_database,
-    postgres_reachable,
-    postgres_required,
+    require_postgres_database,
 )
-from tests.support.needs import missing
+from tests.support.example_call import build_report
 from tests.support.processes import REPO, free_port
 
 pytestmark = pytest.mark.process
@@ -87,14 +85,7 @@ def served(
                 url, f"sqlite+aiosqlite:///{folder / 'eventlog.db'}", folder, service_python
             )
         return
-    problem = postgres_reachable()
-    if problem is not None:
-        missing(
-            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
-            problem,
-            required=postgres_required(),
-        )
-    database_url = create_postgres_database()
+    database_url = require_postgres_database()
     try:
         served = Served("", database_url, folder, service_python)
         migrated = served.command("migrate")  # on PostgreSQL an explicit step, once
@@ -237,25 +228,10 @@ async def test_the_python_example_runs_from_the_installed_client(
     script.write_text(source.replace("port=8000", f"port={port}"))
     url = f"http://127.0.0.1:{port}"
     before = mcp_streams(served)
-    steps: list[float] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        steps.append(progress)
-
     example = [str(client_python), str(script)]
     with running(example, tmp_path, url, any_answer=True, EVENTLOG_URL=served.url):
-        async with (
-            httpx2.AsyncClient(timeout=30) as http,
-            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            result = await session.call_tool(
-                "build_report", {"pages": 3}, progress_callback=on_progress
-            )
-    content = result.content[0]
-    assert isinstance(content, types.TextContent)
-    assert (content.text, steps) == ("3 pages", [1, 2, 3])
+        answer = await build_report(url, pages=3)
+    assert answer == ("3 pages", [1, 2, 3])
     assert mcp_streams(served) > before
 
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from app import __version__
-from tests.support.browser import chromium, require_chromium
+from tests.support.browser import require_chromium
 from tests.support.processes import running_server
 
 if TYPE_CHECKING:
@@ -29,13 +29,6 @@ pytestmark = pytest.mark.process
 TIMEOUT_MS = 30_000  # a loaded 2-core machine; every wait is on a condition
 REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"  # the "API docs by Redocly" footer
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    require_chromium()
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture(scope="module")

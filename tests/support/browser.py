@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import pytest
+
 from tests.support import needs
 
 if TYPE_CHECKING:
@@ -55,3 +57,11 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a module's tests (skips, or fails under CI, without it)."""
+    require_chromium()
+    with chromium() as launched:
+        yield launched

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.storage.schema import metadata
-from tests.support.needs import under_ci
+from tests.support.needs import missing, under_ci
 
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 # The params of a module's fixture that serves both backends (`backend_database`); the
@@ -71,6 +71,21 @@ def postgres_reachable() -> str | None:
     except (OSError, asyncpg.PostgresError, TimeoutError) as error:
         return f"{type(error).__name__}: {error}"
     return None
+
+
+def require_postgres_database() -> str:
+    """A fresh, empty database (`create_postgres_database`), once the server answers.
+
+    With no server the caller's tests skip, or fail where PostgreSQL is required (CI).
+    """
+    problem = postgres_reachable()
+    if problem is not None:
+        missing(
+            "a PostgreSQL server (EVENTLOG_TEST_POSTGRES_URL)",
+            problem,
+            required=postgres_required(),
+        )
+    return create_postgres_database()
 
 
 async def empty_postgres(url: str) -> None:

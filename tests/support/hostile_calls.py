@@ -1,11 +1,12 @@
 """One client call against the hostile fake service, in a process of its own.
 
 `python -m tests.support.hostile_calls URL KEY CALL` makes one `EventLogClient` call
-(`append`, `open`, `resume`, `page`, `stream` or `follow`) with the key that picks the
-misbehaviour (`tests.support.hostile_service`) and prints one JSON line: the error it
-raised (class, code, the classes it is an instance of), how long it took, and how much
-the process's peak RSS grew during the call (`VmHWM`), so the test judges memory in
-the client's own process, apart from pytest's.
+(`append`, `open`, `resume`, `page`, `stream` or `follow`; `channel-append` appends over
+the append channel, and the outcome says which appends fell back to REST) with the key
+that picks the misbehaviour (`tests.support.hostile_service`) and prints one JSON line:
+the error it raised (class, code, the classes it is an instance of), how long it took,
+and how much the process's peak RSS grew during the call (`VmHWM`), so the test judges
+memory in the client's own process, apart from pytest's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def peak_rss() -> int:
 
 async def call(log: EventLogClient, name: str) -> Any:
     """One call of the writer API."""
-    if name == "append":
+    if name in ("append", "channel-append"):
         return await log.append("tok", [NewEvent("hello")], first_seq=1)
     if name == "open":
         return await log.open_generation("s")
@@ -50,7 +51,10 @@ async def call(log: EventLogClient, name: str) -> Any:
 
 async def main(url: str, key: str, name: str) -> None:
     """Run the call, print what happened."""
-    log = EventLogClient(url, key=key, timeout=3.0, retry=RetryPolicy(attempts=1))
+    transport = "channel" if name.startswith("channel-") else "rest"
+    log = EventLogClient(
+        url, key=key, timeout=3.0, retry=RetryPolicy(attempts=1), append_transport=transport
+    )
     before = peak_rss()
     started = time.monotonic()
     outcome: dict[str, Any] = {"error": None}
@@ -64,6 +68,7 @@ async def main(url: str, key: str, name: str) -> None:
     finally:
         await log.aclose()
     outcome["seconds"] = time.monotonic() - started
+    outcome["fallbacks"] = dict(log.fallbacks)
     outcome["growth_mib"] = (peak_rss() - before) / MiB
     print(json.dumps(outcome), flush=True)
 

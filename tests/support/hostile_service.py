@@ -18,6 +18,24 @@ a client picks the misbehaviour with `key=`):
 | `sse-malformed-id` | 200 `text/event-stream`, an event whose id is not `<token>:<seq>` |
 | `sse-malformed-control` | 200 `text/event-stream`, an `end` control event whose data is not JSON |
 
+The append channel (`GET /v1/append`, a WebSocket) is misbehaved on by the keys `ws-…`:
+the upgrade is accepted, and every frame the client sends is answered with
+
+| key | the answer to each frame |
+|---|---|
+| `ws-garbage` | a text frame that is not JSON |
+| `ws-binary` | a binary frame |
+| `ws-wrong-id` | a well-formed acknowledgement of another frame id |
+| `ws-missing-fields` | `{"id": <its id>, "status": 201}` and nothing else |
+| `ws-silent` | nothing, ever (the channel stays open) |
+| `ws-close` | a close frame (1011) and the end of the connection |
+| `ws-huge` | a text frame announced as 1 GiB, sent until the client leaves |
+
+With a `ws-…` key, `POST …/generations` answers a well-formed generation (so a store gets
+as far as appending) and any other REST request 503 `database_unavailable`; an upgrade
+with any other key gets that key's HTTP answer above (`html`, `redirect`, …), as a
+refused upgrade.
+
 Everything it sends is bounded (1 GiB, 120 s), and it stops sending when the client
 goes away. `GET /hostile/seen` (any key) answers how many requests reached "another host".
 """
@@ -26,8 +44,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import hashlib
+import itertools
 import json
+import struct
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -164,15 +186,135 @@ async def redirect(writer: asyncio.StreamWriter, location: str) -> None:
     await writer.drain()
 
 
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_tokens = itertools.count(1)
+
+
+def ws_frame(opcode: int, payload: bytes) -> bytes:
+    """One unmasked server frame."""
+    size = len(payload)
+    if size < 126:
+        head = struct.pack("!BB", 0x80 | opcode, size)
+    elif size < 65536:
+        head = struct.pack("!BBH", 0x80 | opcode, 126, size)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 127, size)
+    return head + payload
+
+
+async def ws_read(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One client frame: its opcode and unmasked payload."""
+    first, second = await reader.readexactly(2)
+    size = second & 0x7F
+    if size == 126:
+        (size,) = struct.unpack("!H", await reader.readexactly(2))
+    elif size == 127:
+        (size,) = struct.unpack("!Q", await reader.readexactly(8))
+    mask = await reader.readexactly(4) if second & 0x80 else b"\0\0\0\0"
+    data = await reader.readexactly(size)
+    return first & 0x0F, bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+
+
+def ws_answer(key: str, payload: bytes) -> bytes | None:
+    """What `key` answers a frame with (None: nothing)."""
+    try:
+        frame_id = json.loads(payload).get("id")
+    except ValueError:
+        frame_id = None
+    if key == "ws-garbage":
+        return ws_frame(0x1, b"<html><body>not an answer</body></html>")
+    if key == "ws-binary":
+        return ws_frame(0x2, b"\x00\x01\x02")
+    if key == "ws-wrong-id":
+        ack = {
+            "id": (frame_id or 0) + 1000,
+            "status": 201,
+            "generation": "tok",
+            "event_ids": ["tok:1"],
+            "head_seq": 1,
+            "tail_seq": 1,
+            "terminal": False,
+            "duplicate": False,
+        }
+        return ws_frame(0x1, json.dumps(ack).encode())
+    if key == "ws-missing-fields":
+        return ws_frame(0x1, json.dumps({"id": frame_id, "status": 201}).encode())
+    return None
+
+
+async def serve_channel(
+    key: str, headers: dict[str, str], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Accept the upgrade, then misbehave on every frame as `key` says."""
+    digest = hashlib.sha1((headers["sec-websocket-key"] + WS_GUID).encode()).digest()
+    accept = base64.b64encode(digest).decode()
+    writer.write(
+        (
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Accept: {accept}\r\n\r\n"
+        ).encode()
+    )
+    await writer.drain()
+    async with asyncio.timeout(DRIP_SECONDS):
+        while True:
+            opcode, payload = await ws_read(reader)
+            if opcode == 0x8:
+                return
+            if key == "ws-close":
+                writer.write(ws_frame(0x8, struct.pack("!H", 1011) + b"hostile"))
+                await writer.drain()
+                return
+            if key == "ws-huge":
+                writer.write(struct.pack("!BBQ", 0x81, 127, GiB))
+                for _ in range(GiB // CHUNK):
+                    writer.write(bytes(CHUNK))
+                    await writer.drain()
+                return
+            answer = ws_answer(key, payload)
+            if answer is not None:
+                writer.write(answer)
+                await writer.drain()
+
+
+async def ws_key_rest(writer: asyncio.StreamWriter, method: str, path: str) -> None:
+    """REST for a `ws-…` key: a generation when one is opened, else 503."""
+    if method == "POST" and path.endswith("/generations"):
+        stream = path.split("/")[3]
+        generation = {
+            "stream_id": stream,
+            "generation": f"hostile{next(_tokens)}",
+            "epoch": 1,
+            "reason": "initial",
+            "producer": None,
+            "head_seq": 1,
+            "tail_seq": 0,
+            "terminal": False,
+            "terminal_seq": None,
+            "created_at": "2026-01-01T00:00:00Z",
+            "supersedes": None,
+        }
+        await whole(writer, "application/json", json.dumps(generation).encode(), 201)
+        return
+    problem = {"code": "database_unavailable", "detail": "hostile", "status": 503}
+    await whole(writer, "application/problem+json", json.dumps(problem).encode(), 503)
+
+
 async def serve_main(
     hostile: Hostile, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     """The misbehaving service."""
     with contextlib.suppress(
-        ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError
+        ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError
     ):
         try:
-            _method, path, headers = await read_request(reader)
+            method, path, headers = await read_request(reader)
+            key = headers.get("authorization", "").removeprefix("Bearer ")
+            if key.startswith("ws-"):
+                if headers.get("upgrade", "").lower() == "websocket":
+                    await serve_channel(key, headers, reader, writer)
+                else:
+                    await ws_key_rest(writer, method, path)
+                return
             if path == "/hostile/seen":
                 body = json.dumps({"elsewhere": hostile.seen_elsewhere}).encode()
                 await whole(writer, "application/json", body)

@@ -1,13 +1,14 @@
 """An MCP server (the SDK's `MCPServer` over streamable HTTP) using `EventLogEventStore`.
 
 Run as `python -m tests.support.mcp_server --port P --eventlog URL [--max-events N]
-[--store-max-event-bytes B] [--store-max-message-bytes B] [--key K] [--store-timeout S]`
-by the end-to-end tests. Its
+[--store-max-event-bytes B] [--store-max-message-bytes B] [--key K] [--store-timeout S]
+[--append-transport channel|rest]` by the end-to-end tests. Its
 `progress` tool streams progress notifications, may close its SSE stream mid-way (the SDK's
 server-initiated disconnect), may pause on a gate, and may send a padded step or a large
 result. Gates are opened by the tests with `POST /test/gates/{name}`, so every ordering a
 test needs is awaited, never slept for. `GET /test/store-failures` answers the store's
-failure counter, and `GET /test/scopes/{session_id}` a session's scope key (for a test
+failure counter, `GET /test/store-transport` how its appends travel (channel or REST,
+fallbacks, resends), and `GET /test/scopes/{session_id}` a session's scope key (for a test
 that writes into a session's streams from another process).
 
 `replay_after` holds this session's replays until a gate opens: `"done"` means until the
@@ -122,6 +123,23 @@ async def scope_of(request: Request) -> Response:
     return JSONResponse({"scope": key})
 
 
+@server.custom_route("/test/store-transport", methods=["GET"])
+async def store_transport(request: Request) -> Response:
+    """How the store's appends travel: the transport chosen, the appends that fell back to
+    REST (by reason), and the channel's frames resent after a drop and its reconnects."""
+    if store is None:
+        return JSONResponse({})
+    channel = store.client.channel
+    return JSONResponse(
+        {
+            "append_transport": store.client.append_transport,
+            "fallbacks": dict(store.append_fallbacks),
+            "resent": channel.resent if channel is not None else 0,
+            "reconnects": channel.reconnects if channel is not None else 0,
+        }
+    )
+
+
 @server.custom_route("/test/store-failures", methods=["GET"])
 async def store_failures(request: Request) -> Response:
     """The store's failure counter (`EventLogEventStore.failures`)."""
@@ -141,6 +159,7 @@ def main() -> None:
     parser.add_argument("--key", default=None, help="the writer key (default: EVENTLOG_KEY)")
     parser.add_argument("--store-timeout", type=float, default=10.0)
     parser.add_argument("--store-max-message-bytes", type=int, default=16 * 1024 * 1024)
+    parser.add_argument("--append-transport", choices=("channel", "rest"), default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -152,6 +171,7 @@ def main() -> None:
         max_event_bytes=args.store_max_event_bytes,
         store_timeout=args.store_timeout,
         max_message_bytes=args.store_max_message_bytes,
+        append_transport=args.append_transport,
     )
     app = store.asgi_app(
         server.streamable_http_app(event_store=store, retry_interval=10, host="127.0.0.1")

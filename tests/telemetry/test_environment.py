@@ -69,11 +69,10 @@ async def test_with_nothing_configured_no_tracer_provider_is_installed(
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def _run_untraced(mode: str, database_url: str, environ: dict[str, str]) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "EVENTLOG_"))}
-    env |= environ | {"PYTHONPATH": str(REPO)}
+def _python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """This interpreter run with `args` in the checkout, its output captured; it must succeed."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.telemetry.untraced", mode, database_url],
+        [sys.executable, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -82,6 +81,13 @@ def _run_untraced(mode: str, database_url: str, environ: dict[str, str]) -> dict
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def _run_untraced(mode: str, database_url: str, environ: dict[str, str]) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "EVENTLOG_"))}
+    env |= environ | {"PYTHONPATH": str(REPO)}
+    done = _python(["-m", "tests.telemetry.untraced", mode, database_url], env)
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return result
 
@@ -128,16 +134,7 @@ tracing.shutdown()
 def test_configured_tracing_exports_to_the_named_exporter_as_mcp_eventlog() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env |= {"OTEL_TRACES_EXPORTER": "console", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-    assert done.returncode == 0, done.stderr
+    done = _python(["-c", _PROBE], env)
     exported = json.loads(done.stdout)  # the console exporter: the span as JSON, on exit
     assert exported["name"] == "probe"
     assert exported["resource"]["attributes"]["service.name"] == "mcp-eventlog"

@@ -2,7 +2,8 @@
  * Publish → listener latency of `EventLogServerEventBus` across two replicas, against the
  * SDK's in-process `InMemoryServerEventBus` in the same run.
  *
- * `npm run bench:bus [-- --rate 200] [-- --seconds 10] [-- --backend postgresql]` starts the
+ * `npm run bench:bus [-- --rate 200] [-- --seconds 10] [-- --backend postgresql] [-- --json]`
+ * (`--json`: one JSON line of the figures last, which `bench/bus.py` reads) starts the
  * service as a process (a fresh SQLite file, or a fresh PostgreSQL database), then publishes
  * `notifications/resources/updated` at a steady rate on one bus and measures, on a second bus
  * of the same name (its own client, connections and live follower, as another replica's), the
@@ -64,6 +65,7 @@ async function main(): Promise<void> {
       rate: { type: "string", default: "200" },
       seconds: { type: "string", default: "10" },
       backend: { type: "string", default: "sqlite" },
+      json: { type: "boolean", default: false },
     },
   });
   const rate = Number(values.rate);
@@ -91,6 +93,7 @@ async function main(): Promise<void> {
     console.log(
       `  ${"".padEnd(24)} ${"p50".padStart(10)} ${"p99".padStart(10)} ${"max".padStart(10)}  delivered`,
     );
+    const figures: Record<string, { p50: number; p99: number; max: number; arrived: number }> = {};
     for (const [name, timings] of rows) {
       const sorted = [...timings].sort((x, y) => x - y);
       const [p50, p99, max] = [
@@ -98,6 +101,7 @@ async function main(): Promise<void> {
         percentile(sorted, 0.99),
         sorted.at(-1) ?? NaN,
       ];
+      figures[name] = { p50, p99, max, arrived: timings.length };
       console.log(
         `  ${name.padEnd(24)} ${ms(p50)} ${ms(p99)} ${ms(max)}  ${timings.length}/${count}`,
       );
@@ -106,6 +110,9 @@ async function main(): Promise<void> {
     console.log(
       `  node ${process.version}, ${new Date().toISOString()}, load average ${before.map((l) => l.toFixed(2)).join(" ")} before, ${after.map((l) => l.toFixed(2)).join(" ")} after`,
     );
+    if (values.json) {
+      console.log(JSON.stringify({ backend, rate, events: count, figures }));
+    }
   } finally {
     for (const bus of replicas) await bus.close();
     await service.stop();

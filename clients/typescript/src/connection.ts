@@ -97,6 +97,8 @@ export class ServiceConnection {
   readonly retry: RetryPolicy;
   readonly timeoutMs: number;
   readonly maxResponseBytes: number;
+  /** The bearer key, if any (the append channel authenticates with it too). */
+  readonly key: string | undefined;
   private readonly headers: Readonly<Record<string, string>>;
   private readonly fetch: typeof fetch;
 
@@ -104,6 +106,7 @@ export class ServiceConnection {
     const url = options.baseUrl ?? environment("EVENTLOG_URL") ?? DEFAULT_URL;
     this.baseUrl = url.replace(/\/+$/, "");
     const key = options.key ?? environment("EVENTLOG_KEY");
+    this.key = key;
     this.headers = key ? { authorization: `Bearer ${key}` } : {};
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.timeoutMs = options.timeoutMs ?? 10_000;

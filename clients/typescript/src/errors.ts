@@ -141,6 +141,30 @@ export class BodyTimeout extends ServiceRefusal {
   static override readonly statuses = [408];
 }
 
+/** 408: the request's head (request line and headers) arrived too slowly. */
+export class HeaderTimeout extends ServiceRefusal {
+  static override readonly code = "header_timeout";
+  static override readonly statuses = [408];
+}
+
+/** 431: the request's headers are over the service's size or count limit. */
+export class HeadersTooLarge extends ServiceRefusal {
+  static override readonly code = "headers_too_large";
+  static override readonly statuses = [431];
+}
+
+/** 422: an event's type is one the service's live reads use for control events. */
+export class ReservedEventType extends ServiceRefusal {
+  static override readonly code = "reserved_event_type";
+  static override readonly statuses = [422];
+}
+
+/** 503: the service holds as many connections as it may; retry later. */
+export class TooManyConnections extends ServiceRefusal {
+  static override readonly code = "too_many_connections";
+  static override readonly statuses = [503];
+}
+
 /** 415: the body was not declared as JSON. */
 export class UnsupportedMediaType extends ServiceRefusal {
   static override readonly code = "unsupported_media_type";
@@ -216,6 +240,12 @@ export class NotAcceptable extends ServiceRefusal {
 /** 503: the process serves as many live readers as it may; retry later. */
 export class TooManyReaders extends ServiceRefusal {
   static override readonly code = "too_many_readers";
+  static override readonly statuses = [503];
+}
+
+/** 503: the process sends as many pages of events at once as it may; retry later. */
+export class TooManyPages extends ServiceRefusal {
+  static override readonly code = "too_many_pages";
   static override readonly statuses = [503];
 }
 
@@ -353,6 +383,10 @@ const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(
     BatchTooLarge,
     BodyTooLarge,
     BodyTimeout,
+    HeaderTimeout,
+    HeadersTooLarge,
+    ReservedEventType,
+    TooManyConnections,
     UnsupportedMediaType,
     InvalidJson,
     ValidationFailed,
@@ -366,6 +400,7 @@ const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(
     AmbiguousStream,
     NotAcceptable,
     TooManyReaders,
+    TooManyPages,
     BadRequest,
     MethodNotAllowed,
     HostNotAllowed,

@@ -49,6 +49,8 @@ export {
   encodeServerEvent,
 } from "./bus-convention.js";
 export {
+  type AppendTransport,
+  defaultAppendTransport,
   EventLogEventStore,
   type EventLogEventStoreOptions,
   GET_STREAM,

@@ -41,29 +41,27 @@ export class ResumeRefused extends Error {
   }
 }
 
-export const NOT_STORED: Refusal = {
-  verdict: "reset",
-  reason: "not_stored",
-  detail: "a message of this stream after the id could not be stored",
-};
+/** One of the store's own refusals. */
+function own(verdict: Refusal["verdict"], reason: string, detail: string): Refusal {
+  return { verdict, reason, detail };
+}
 
-export const CROSS_SESSION: Refusal = {
-  verdict: "invalid",
-  reason: "cross_session",
-  detail: "the event id does not belong to this session",
-};
-
-export const SHARED_STORE: Refusal = {
-  verdict: "invalid",
-  reason: "shared_store",
-  detail: "this store served more than one session, so it can not tell them apart",
-};
-
-export const MALFORMED: Refusal = {
-  verdict: "invalid",
-  reason: "malformed_id",
-  detail: "the event id is not <token>:<seq>",
-};
+export const NOT_STORED = own(
+  "reset",
+  "not_stored",
+  "a message of this stream after the id could not be stored",
+);
+export const CROSS_SESSION = own(
+  "invalid",
+  "cross_session",
+  "the event id does not belong to this session",
+);
+export const SHARED_STORE = own(
+  "invalid",
+  "shared_store",
+  "this store served more than one session, so it can not tell them apart",
+);
+export const MALFORMED = own("invalid", "malformed_id", "the event id is not <token>:<seq>");
 
 /**
  * The JSON-RPC error that fails request `id` because its stream can not be resumed; with no

@@ -21,11 +21,21 @@ export interface StoreStats {
   replayedMessages: number;
   /** Of the asked ids, refused (every verdict but resume, and the service unavailable). */
   refused: number;
+  /** Appends sent over REST because the append channel could not be opened. */
+  channelFallbacks: number;
 }
 
 /** A fresh set of zero counts. */
 export function newStoreStats(): StoreStats {
-  return { stored: 0, storeFailures: 0, replays: 0, resumed: 0, replayedMessages: 0, refused: 0 };
+  return {
+    stored: 0,
+    storeFailures: 0,
+    replays: 0,
+    resumed: 0,
+    replayedMessages: 0,
+    refused: 0,
+    channelFallbacks: 0,
+  };
 }
 
 /** Logs an outage once, when it starts and when it ends, and hands each failure on. */

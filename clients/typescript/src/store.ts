@@ -15,7 +15,8 @@
  */
 
 import { BoundedMap } from "./bounded.js";
-import { EventLogClient } from "./client.js";
+import { AppendChannel, ChannelUnavailable } from "./channel.js";
+import { type AppendOptions, EventLogClient } from "./client.js";
 import type { ConnectionOptions } from "./connection.js";
 import { encodeMessage, MessageAssembler } from "./encoding.js";
 import {
@@ -25,7 +26,7 @@ import {
   Superseded,
   TerminalGeneration,
 } from "./errors.js";
-import type { GenerationReason, NewEvent, ResumeAnswer } from "./models.js";
+import type { AppendResult, GenerationReason, NewEvent, ResumeAnswer } from "./models.js";
 import { StreamNames } from "./names.js";
 import {
   CROSS_SESSION,
@@ -53,10 +54,37 @@ const UNRESOLVED_STREAM = "eventlog:unresolved";
 const REFUSED_STREAM_PREFIX = "eventlog:refused:";
 const EVENT_ID = /^([A-Za-z0-9_-]+):(\d+)$/;
 
+/** How a store's appends travel: the append channel (falling back to REST where it cannot
+ *  pass), or REST only. */
+export type AppendTransport = "channel" | "rest";
+
+/** The transport a store uses when its options do not say: `EVENTLOG_APPEND_TRANSPORT`
+ *  (`channel` or `rest`), else `channel`. */
+export function defaultAppendTransport(): AppendTransport {
+  const value = (
+    globalThis as { process?: { env?: Record<string, string | undefined> } }
+  ).process?.env?.["EVENTLOG_APPEND_TRANSPORT"]
+    ?.trim()
+    .toLowerCase();
+  if (value === undefined || value === "" || value === "channel") return "channel";
+  if (value === "rest") return "rest";
+  throw new Error(`EVENTLOG_APPEND_TRANSPORT is ${JSON.stringify(value)}, not "channel" or "rest"`);
+}
+
 /** Options of `EventLogEventStore`; every one has a default. */
 export interface EventLogEventStoreOptions extends ConnectionOptions {
   /** A client to share between stores; otherwise one is built from the connection options. */
   readonly client?: EventLogClient;
+  /** `channel` (default, or `EVENTLOG_APPEND_TRANSPORT`): appends go over the process's one
+   *  append channel to the service (`channel.ts`), over REST while it cannot be opened;
+   *  `rest`: one HTTP request per append. Generations, resumes and pages are REST calls
+   *  either way. */
+  readonly appendTransport?: AppendTransport;
+  /** The channel to append over; default the process's shared one for this service. */
+  readonly channel?: AppendChannel;
+  /** Unanswered frames on the channel at most (default 64); the channel is shared by the
+   *  stores whose options are alike. */
+  readonly maxInFlight?: number;
   /** Recorded on each generation; default `mcp:ts:<pid>`. */
   readonly producer?: string;
   /** Events retained per generation (the service's default when unset). */
@@ -132,6 +160,8 @@ interface Owner {
  */
 export class EventLogEventStore implements McpEventStore {
   readonly client: EventLogClient;
+  /** The append channel, or undefined when this store appends over REST only. */
+  readonly channel: AppendChannel | undefined;
   /** This session's random key in the service's stream names. */
   readonly scope: string;
   readonly stats: StoreStats;
@@ -152,6 +182,20 @@ export class EventLogEventStore implements McpEventStore {
 
   constructor(private readonly options: EventLogEventStoreOptions = {}) {
     this.client = options.client ?? new EventLogClient(options);
+    const transport = options.appendTransport ?? defaultAppendTransport();
+    const connection = this.client.connection;
+    this.channel =
+      transport === "rest"
+        ? undefined
+        : (options.channel ??
+          AppendChannel.shared({
+            baseUrl: connection.baseUrl,
+            key: connection.key,
+            timeoutMs: connection.timeoutMs,
+            maxResponseBytes: connection.maxResponseBytes,
+            retry: connection.retry,
+            maxInFlight: options.maxInFlight,
+          }));
     this.scope = randomKey();
     this.stats = options.stats ?? newStoreStats();
     this.logger = options.logger ?? console;
@@ -433,7 +477,7 @@ export class EventLogEventStore implements McpEventStore {
     signal: AbortSignal,
   ): Promise<readonly string[]> {
     try {
-      const result = await this.client.append(state.generation ?? "", events, {
+      const result = await this.sendAppend(state.generation ?? "", events, {
         firstSeq: state.nextSeq,
         signal,
       });
@@ -447,13 +491,37 @@ export class EventLogEventStore implements McpEventStore {
         `mcp-eventlog: generation ${state.generation} refused an append (${error.code}); opening a new one`,
       );
       await this.open(sdkStream, state, signal, "reset");
-      const result = await this.client.append(state.generation ?? "", events, {
+      const result = await this.sendAppend(state.generation ?? "", events, {
         firstSeq: 1,
         signal,
       });
       state.nextSeq = 1 + events.length;
       return result.eventIds;
     }
+  }
+
+  /** Append over the channel, or over REST when there is none or it cannot be opened
+   *  (counted in `channelFallbacks`, logged once per outage of the channel). */
+  private async sendAppend(
+    generation: string,
+    events: readonly NewEvent[],
+    options: AppendOptions,
+  ): Promise<AppendResult> {
+    if (this.channel !== undefined) {
+      try {
+        return await this.channel.append({ generation, events, ...options });
+      } catch (error) {
+        if (!(error instanceof ChannelUnavailable)) throw error;
+        this.stats.channelFallbacks += 1;
+        if (!LOGGED_OUTAGES.has(error)) {
+          LOGGED_OUTAGES.add(error);
+          this.logger.warn(
+            `mcp-eventlog: ${error.detail}; appending over REST for ${this.channel.retryAfterMs} ms`,
+          );
+        }
+      }
+    }
+    return this.client.append(generation, events, options);
   }
 
   private async open(
@@ -503,6 +571,9 @@ export class EventLogEventStore implements McpEventStore {
     return id;
   }
 }
+
+/** The channel outages already logged (one line per outage, for every store of the process). */
+const LOGGED_OUTAGES = new WeakSet<ChannelUnavailable>();
 
 /** Whether a failure to store says the service is down or is not the service (so stop
  *  asking for a moment). */

@@ -13,6 +13,12 @@ export {
   type ResumeOptions,
 } from "./client.js";
 export {
+  AppendChannel,
+  type ChannelAppend,
+  type ChannelOptions,
+  ChannelUnavailable,
+} from "./channel.js";
+export {
   type ConnectionOptions,
   DEFAULT_RETRY,
   DEFAULT_URL,
@@ -28,6 +34,10 @@ export {
   BatchTooLarge,
   BeyondTail,
   BodyTimeout,
+  HeaderTimeout,
+  HeadersTooLarge,
+  ReservedEventType,
+  TooManyConnections,
   BodyTooLarge,
   CrossStream,
   DatabaseUnavailable,
@@ -62,6 +72,7 @@ export {
   StorageFailed,
   Superseded,
   TerminalGeneration,
+  TooManyPages,
   TooManyReaders,
   Unauthorized,
   UnexpectedContentType,

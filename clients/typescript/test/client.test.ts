@@ -25,6 +25,7 @@ import {
 } from "../src/index.js";
 import { FaultyProxy } from "./support/proxy.js";
 import { freePort, type Service, startService } from "./support/service.js";
+import { failure } from "./support/failure.js";
 
 const FAST_RETRY = { attempts: 4, baseDelayMs: 5, maxDelayMs: 50 };
 const WRITER_KEY = "wr-ts-tests-0123456789";
@@ -61,14 +62,16 @@ function unique(name: string): string {
   return `${name}.${Math.random().toString(36).slice(2, 10)}`;
 }
 
-async function rejection(promise: Promise<unknown>): Promise<EventLogError> {
+/** Run `test` with a client whose calls pass a fresh `FaultyProxy` in front of the service. */
+async function throughProxy(
+  test: (proxy: FaultyProxy, log: EventLogClient) => Promise<void>,
+): Promise<void> {
+  const proxy = await FaultyProxy.start(service.url);
   try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof EventLogError, `not an EventLogError: ${String(error)}`);
-    return error;
+    await test(proxy, client(proxy.url));
+  } finally {
+    await proxy.down();
   }
-  assert.fail("the call did not fail");
 }
 
 describe("the writer calls", () => {
@@ -150,7 +153,7 @@ describe("the writer calls", () => {
 
     const small = await log.openGeneration(unique("evicting"), { maxEvents: 2 });
     await log.append(small.token, events.slice(0, 5), { firstSeq: 1 });
-    const evicted = await rejection(
+    const evicted = await failure(
       (async () => {
         for await (const _ of log.eventsAfter(small.token, 0)) {
           // reading is the point
@@ -211,7 +214,7 @@ describe("one error class per problem code", () => {
       [() => log.stream(unique("nothing-here")), UnknownStream, 404, "unknown_stream"],
     ];
     for (const [call, cls, status, code] of cases) {
-      const error = await rejection(call());
+      const error = await failure(call());
       assert.ok(error instanceof cls, `${code}: got ${error.name} ${error.message}`);
       assert.equal(error.status, status);
       assert.equal(error.code, code);
@@ -219,7 +222,7 @@ describe("one error class per problem code", () => {
     }
 
     await log.append(current.token, [], { terminal: true });
-    const terminal = await rejection(log.append(current.token, [{ data: "after" }]));
+    const terminal = await failure(log.append(current.token, [{ data: "after" }]));
     assert.ok(terminal instanceof TerminalGeneration);
   });
 
@@ -228,12 +231,12 @@ describe("one error class per problem code", () => {
     const generation = await writer.openGeneration(unique("keyed"));
     assert.equal(generation.epoch, 1);
 
-    const anonymous = await rejection(
+    const anonymous = await failure(
       new EventLogClient({ baseUrl: guarded.url, key: "" }).stream("x"),
     );
     assert.ok(anonymous instanceof Unauthorized);
     assert.equal(anonymous.status, 401);
-    const admin = await rejection(
+    const admin = await failure(
       new EventLogClient({ baseUrl: guarded.url, key: ADMIN_KEY }).stream("x"),
     );
     assert.ok(admin instanceof Forbidden);
@@ -273,7 +276,7 @@ describe("one error class per problem code", () => {
         status: 409,
         body: '{"code": "brand_new_code", "detail": "new"}',
       });
-      const unknown = await rejection(log.stream("x"));
+      const unknown = await failure(log.stream("x"));
       assert.equal(unknown.constructor, ServiceRefusal);
       assert.deepEqual(
         [unknown.status, unknown.code, unknown.detail],
@@ -286,7 +289,7 @@ describe("one error class per problem code", () => {
         body: "I am a teapot",
         headers: { "content-type": "text/plain" },
       });
-      const bare = await rejection(log.stream("x"));
+      const bare = await failure(log.stream("x"));
       assert.deepEqual([bare.status, bare.code, bare.detail], [418, "http_error", "I am a teapot"]);
     } finally {
       await proxy.down();
@@ -306,10 +309,8 @@ describe("retries: only what is safe", () => {
   const isOpen = (method: string, path: string): boolean =>
     method === "POST" && path.endsWith("/generations");
 
-  it("an append with firstSeq is retried through 503s and lost answers, and stored once", async () => {
-    const proxy = await FaultyProxy.start(service.url);
-    try {
-      const log = client(proxy.url);
+  it("an append with firstSeq is retried through 503s and lost answers, and stored once", () =>
+    throughProxy(async (proxy, log) => {
       const generation = await log.openGeneration(unique("retried"));
       proxy.inject(unavailable, isAppend);
       proxy.inject({ kind: "drop" }, isAppend);
@@ -324,34 +325,24 @@ describe("retries: only what is safe", () => {
         ["once"],
       );
       assert.equal(page.tailSeq, 1);
-    } finally {
-      await proxy.down();
-    }
-  });
+    }));
 
-  it("an append without firstSeq and opening a generation are never retried", async () => {
-    const proxy = await FaultyProxy.start(service.url);
-    try {
-      const log = client(proxy.url);
+  it("an append without firstSeq and opening a generation are never retried", () =>
+    throughProxy(async (proxy, log) => {
       const generation = await log.openGeneration(unique("not-retried"));
       proxy.inject(unavailable, isAppend);
-      const append = await rejection(log.append(generation.token, [{ data: "x" }]));
+      const append = await failure(log.append(generation.token, [{ data: "x" }]));
       assert.ok(append instanceof DatabaseUnavailable);
       assert.equal(proxy.count(isAppend), 1);
 
       proxy.inject({ kind: "drop" }, isOpen);
-      const open = await rejection(log.openGeneration(unique("not-retried")));
+      const open = await failure(log.openGeneration(unique("not-retried")));
       assert.ok(open instanceof ServiceUnreachable);
       assert.equal(proxy.count(isOpen), 2, "the first open, and this one once");
-    } finally {
-      await proxy.down();
-    }
-  });
+    }));
 
-  it("reads and resumes are retried; a refusal (4xx) is not; past the attempts the 5xx is raised", async () => {
-    const proxy = await FaultyProxy.start(service.url);
-    try {
-      const log = client(proxy.url);
+  it("reads and resumes are retried; a refusal (4xx) is not; past the attempts the 5xx is raised", () =>
+    throughProxy(async (proxy, log) => {
       const generation = await log.openGeneration(unique("reads"));
       proxy.inject({ kind: "drop" });
       proxy.inject(unavailable);
@@ -360,24 +351,21 @@ describe("retries: only what is safe", () => {
       assert.equal(proxy.requests.length, 4);
 
       const before = proxy.requests.length;
-      await rejection(log.stream(unique("missing")));
+      await failure(log.stream(unique("missing")));
       assert.equal(proxy.requests.length - before, 1);
 
       for (let i = 0; i < FAST_RETRY.attempts; i += 1) proxy.inject(unavailable);
-      const exhausted = await rejection(log.page(generation.token));
+      const exhausted = await failure(log.page(generation.token));
       assert.ok(exhausted instanceof DatabaseUnavailable);
       assert.equal(proxy.requests.length - before, 1 + FAST_RETRY.attempts);
-    } finally {
-      await proxy.down();
-    }
-  });
+    }));
 
   it("an unreachable service is ServiceUnreachable (status 0, with the cause), after the attempts", async () => {
     const log = new EventLogClient({
       baseUrl: `http://127.0.0.1:${await freePort()}`,
       retry: FAST_RETRY,
     });
-    const error = await rejection(log.resume("a:1"));
+    const error = await failure(log.resume("a:1"));
     assert.ok(error instanceof ServiceUnreachable);
     assert.equal(error.status, 0);
     assert.equal(error.code, "unreachable");
@@ -394,7 +382,7 @@ describe("retries: only what is safe", () => {
       });
       proxy.inject({ kind: "stall" });
       proxy.inject({ kind: "stall" });
-      const timedOut = await rejection(log.resume("a:1"));
+      const timedOut = await failure(log.resume("a:1"));
       assert.ok(timedOut instanceof ServiceUnreachable);
       assert.equal(proxy.requests.length, 2);
 

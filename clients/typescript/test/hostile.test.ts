@@ -10,9 +10,10 @@ import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 
 import {
+  AppendChannel,
+  ChannelUnavailable,
   DeadlineExceeded,
   EventLogClient,
-  EventLogError,
   EventLogServerEventBus,
   InvalidResponse,
   MalformedResponse,
@@ -25,6 +26,7 @@ import {
 import { HostileService } from "./support/hostile.js";
 import { connectClient, Logbook, McpFixture, steps, type TestClient } from "./support/mcp.js";
 import { timed } from "./support/wait.js";
+import { failure } from "./support/failure.js";
 
 const CAP = 1_048_576;
 const NO_RETRY = { attempts: 1, baseDelayMs: 1, maxDelayMs: 1 };
@@ -46,16 +48,6 @@ function client(mode: string, timeoutMs = 5_000): EventLogClient {
     maxResponseBytes: CAP,
     retry: NO_RETRY,
   });
-}
-
-async function failure(promise: Promise<unknown>): Promise<EventLogError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof EventLogError, `not an EventLogError: ${String(error)}`);
-    return error;
-  }
-  assert.fail("the call succeeded");
 }
 
 describe("the client against a hostile service", () => {
@@ -145,6 +137,157 @@ describe("an MCP session whose store points at a hostile service", () => {
       assert.ok(mcp.logbook.has("warn", /went out unstored/));
       assert.deepEqual(mcp.transportErrors, []);
       assert.deepEqual((await hostile.state()).received, []);
+    });
+  }
+});
+
+describe("the append channel against a hostile service", () => {
+  function channel(mode: string, timeoutMs = 5_000): AppendChannel {
+    return new AppendChannel({
+      baseUrl: hostile.url(mode),
+      timeoutMs,
+      maxResponseBytes: CAP,
+      retry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 },
+    });
+  }
+
+  const frame = { generation: "g", events: [{ data: "secret event" }], firstSeq: 1 };
+
+  for (const [mode, kind, pattern] of [
+    ["ws-garbage", MalformedResponse, /not a JSON object: \{not json/],
+    ["ws-wrong-id", MalformedResponse, /the answer to frame "not-1", not 1/],
+    ["ws-fields", MalformedResponse, /has no list "event_ids"/],
+    ["ws-binary", MalformedResponse, /a binary frame/],
+    ["ws-huge", ResponseTooLarge, /cannot be read: Max payload size exceeded/],
+  ] as const) {
+    it(`${mode}: a frame that is not an answer is a ${kind.name}, never retried`, async () => {
+      const c = channel(mode);
+      try {
+        const before = (await hostile.state()).sent[mode] ?? 0;
+        const error = await failure(c.append(frame));
+        assert.ok(error instanceof kind, `${error.name}: ${error.message}`);
+        assert.match(error.detail, pattern);
+        assert.equal(((await hostile.state()).sent[mode] ?? 0) - before, 1, "sent once");
+        // A channel that broke the order is not trusted after it: the next frame goes on a
+        // new one (an answer to the right frame, only malformed, keeps the channel).
+        assert.ok((await failure(c.append(frame))) instanceof kind);
+        assert.equal(c.counts.opened, mode === "ws-fields" ? 1 : 2);
+      } finally {
+        c.close();
+      }
+    });
+  }
+
+  it("ws-silent: a channel that never answers is cut by the attempt's deadline, then retried, then DeadlineExceeded", async () => {
+    const c = channel("ws-silent", 700);
+    try {
+      const { ms, error } = await timed(c.append(frame));
+      assert.ok(error instanceof DeadlineExceeded, String(error));
+      assert.match(error.detail, /no answer on the channel within 700 ms/);
+      assert.ok(ms >= 3 * 700 && ms < 15_000, `failed after ${ms} ms`);
+      assert.equal(c.counts.opened, 3, "one channel per attempt");
+    } finally {
+      c.close();
+    }
+  });
+
+  it("ws-silent: a frame without firstSeq is never sent twice", async () => {
+    const c = channel("ws-silent", 500);
+    try {
+      const before = (await hostile.state()).sent["ws-silent"] ?? 0;
+      const error = await failure(c.append({ generation: "g", events: [{ data: "x" }] }));
+      assert.ok(error instanceof ServiceUnreachable, String(error));
+      assert.equal(((await hostile.state()).sent["ws-silent"] ?? 0) - before, 1);
+    } finally {
+      c.close();
+    }
+  });
+
+  it("ws-close: a channel closed on every frame is reopened and resent to, then ServiceUnreachable", async () => {
+    const c = channel("ws-close");
+    try {
+      const before = (await hostile.state()).sent["ws-close"] ?? 0;
+      const error = await failure(c.append(frame));
+      assert.ok(error instanceof ServiceUnreachable, String(error));
+      assert.match(error.detail, /the channel dropped before answering: .*1011 going away/);
+      assert.equal(((await hostile.state()).sent["ws-close"] ?? 0) - before, 3, "one per attempt");
+      assert.equal(c.counts.resent, 2);
+    } finally {
+      c.close();
+    }
+  });
+
+  for (const [mode, pattern] of [
+    ["ws-redirect", /redirect \(307 to http:\/\/127\.0\.0\.2:\d+\/v1\/append\); never followed/],
+    ["ws-refuse", /404 not_found: no such route/],
+  ] as const) {
+    it(`${mode}: a refused upgrade is ChannelUnavailable at once, and for a while`, async () => {
+      const c = channel(mode);
+      try {
+        const error = await failure(c.append(frame));
+        assert.ok(error instanceof ChannelUnavailable, String(error));
+        assert.match(error.detail, pattern);
+        const again = await timed(c.append(frame));
+        assert.equal(again.error, error, "not asked again within retryAfterMs");
+        assert.equal(c.counts.openFailures, 1);
+        assert.deepEqual((await hostile.state()).received, []);
+      } finally {
+        c.close();
+      }
+    });
+  }
+});
+
+describe("an MCP session whose store's append channel is hostile", () => {
+  let mcp: McpFixture | undefined;
+  let session: TestClient | undefined;
+
+  afterEach(async () => {
+    await session?.close();
+    await mcp?.close();
+  });
+
+  for (const mode of [
+    "ws-garbage",
+    "ws-wrong-id",
+    "ws-binary",
+    "ws-huge",
+    "ws-silent",
+    "ws-close",
+    "ws-redirect",
+    "ws-refuse",
+  ]) {
+    const fallsBack = mode === "ws-redirect" || mode === "ws-refuse";
+    const outcome = fallsBack ? "are stored over REST" : "go out unstored, counted and logged";
+    it(`${mode}: the messages ${outcome}, and the session goes on`, async () => {
+      mcp = await McpFixture.start({
+        baseUrl: hostile.url(mode),
+        retry: NO_RETRY,
+        timeoutMs: 1_000,
+        storeTimeoutMs: 1_000,
+        pauseAfterFailureMs: 0,
+        maxResponseBytes: CAP,
+      });
+      session = await connectClient(mcp.url);
+      const outcome = await session.call("steps", { run: "r", count: 3 });
+      assert.deepEqual(outcome, { kind: "result", text: "r done" });
+      assert.deepEqual(session.notes, steps("r", 1, 3));
+      const stats = mcp.stores[0]?.stats;
+      assert.deepEqual(mcp.transportErrors, []);
+      if (fallsBack) {
+        assert.equal(stats?.storeFailures, 0);
+        assert.ok((stats?.channelFallbacks ?? 0) >= 4, `${stats?.channelFallbacks} fallbacks`);
+        assert.equal(
+          mcp.logbook.lines.filter((l) => /appending over REST/.test(l.message)).length,
+          1,
+          "logged once",
+        );
+      } else {
+        assert.equal(stats?.stored, 0);
+        assert.ok((stats?.storeFailures ?? 0) >= 4, `${stats?.storeFailures} failures`);
+        assert.equal(stats?.channelFallbacks, 0);
+        assert.ok(mcp.logbook.has("warn", /went out unstored/));
+      }
     });
   }
 });

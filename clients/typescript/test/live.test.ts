@@ -10,7 +10,6 @@ import { after, before, describe, it } from "node:test";
 import {
   DeadlineExceeded,
   EventLogClient,
-  EventLogError,
   type LiveEvent,
   MalformedResponse,
   Redirected,
@@ -20,6 +19,7 @@ import {
 import { MalformedStream, readFrames, type SseFrame } from "../src/sse.js";
 import { HostileService } from "./support/hostile.js";
 import { type Service, startService } from "./support/service.js";
+import { failure } from "./support/failure.js";
 
 const LIMITS = { maxLineBytes: 64, maxFrameBytes: 64 };
 
@@ -40,16 +40,6 @@ async function collect(events: AsyncIterable<LiveEvent>, max = Infinity): Promis
     if (out.length >= max) break;
   }
   return out;
-}
-
-async function failure(promise: Promise<unknown>): Promise<EventLogError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof EventLogError, `not an EventLogError: ${String(error)}`);
-    return error;
-  }
-  assert.fail("no error");
 }
 
 describe("the SSE reader", () => {

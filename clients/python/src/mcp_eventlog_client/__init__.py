@@ -12,6 +12,7 @@ async with EventLogClient("http://127.0.0.1:8080") as log:
 ```
 """
 
+from mcp_eventlog_client.channel import AppendChannel, ChannelUnavailable
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection, default_transport
 from mcp_eventlog_client.errors import (
     AmbiguousStream,
@@ -30,6 +31,8 @@ from mcp_eventlog_client.errors import (
     Evicted,
     Expired,
     Forbidden,
+    HeadersTooLarge,
+    HeaderTimeout,
     HostNotAllowed,
     HttpError,
     InternalError,
@@ -42,6 +45,7 @@ from mcp_eventlog_client.errors import (
     OriginNotAllowed,
     Overloaded,
     Redirected,
+    ReservedEventType,
     ResponseTooLarge,
     SchemaNotCurrent,
     SeqConflict,
@@ -51,6 +55,8 @@ from mcp_eventlog_client.errors import (
     StorageFailed,
     Superseded,
     TerminalGeneration,
+    TooManyConnections,
+    TooManyPages,
     TooManyReaders,
     Unauthorized,
     UnexpectedContentType,
@@ -74,17 +80,20 @@ from mcp_eventlog_client.models import (
     StreamView,
 )
 from mcp_eventlog_client.verdict import Verdict
-from mcp_eventlog_client.writer import EventLogClient
+from mcp_eventlog_client.writer import AppendTransport, EventLogClient
 
 __all__ = [
     "AmbiguousStream",
+    "AppendChannel",
     "AppendResult",
+    "AppendTransport",
     "BackgroundTaskDown",
     "BadRequest",
     "BatchTooLarge",
     "BeyondTail",
     "BodyTimeout",
     "BodyTooLarge",
+    "ChannelUnavailable",
     "CrossSession",
     "CrossStream",
     "DatabaseUnavailable",
@@ -97,6 +106,8 @@ __all__ = [
     "Expired",
     "Forbidden",
     "Generation",
+    "HeaderTimeout",
+    "HeadersTooLarge",
     "HostNotAllowed",
     "HttpError",
     "InternalError",
@@ -114,6 +125,7 @@ __all__ = [
     "OriginNotAllowed",
     "Overloaded",
     "Redirected",
+    "ReservedEventType",
     "ResponseTooLarge",
     "ResumeAnswer",
     "RetryPolicy",
@@ -128,6 +140,8 @@ __all__ = [
     "StreamView",
     "Superseded",
     "TerminalGeneration",
+    "TooManyConnections",
+    "TooManyPages",
     "TooManyReaders",
     "Unauthorized",
     "UnexpectedContentType",

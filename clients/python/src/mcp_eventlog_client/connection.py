@@ -110,6 +110,11 @@ class ServiceConnection:
         self._http = http
         self._transport = None if http is not None else (transport or default_transport())
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers every request carries (`Authorization`, when there is a key)."""
+        return dict(self._headers)
+
     def _request(
         self,
         method: str,

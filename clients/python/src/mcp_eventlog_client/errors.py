@@ -122,6 +122,13 @@ class TooManyReaders(ServiceRefusal):
     http_status = 503
 
 
+class TooManyPages(ServiceRefusal):
+    """503: the service process already sends as many pages of events as it may; retry."""
+
+    code = "too_many_pages"
+    http_status = 503
+
+
 class UnknownGeneration(ServiceRefusal):
     """404: no generation has this token (for this tenant)."""
 
@@ -183,6 +190,34 @@ class BodyTimeout(ServiceRefusal):
 
     code = "body_timeout"
     http_status = 408
+
+
+class HeaderTimeout(ServiceRefusal):
+    """408: the request's head (request line and headers) arrived too slowly."""
+
+    code = "header_timeout"
+    http_status = 408
+
+
+class HeadersTooLarge(ServiceRefusal):
+    """431: the request's headers are over the service's size or count limit."""
+
+    code = "headers_too_large"
+    http_status = 431
+
+
+class ReservedEventType(ServiceRefusal):
+    """422: an event's type is one the service's live reads use for control events."""
+
+    code = "reserved_event_type"
+    http_status = 422
+
+
+class TooManyConnections(ServiceRefusal):
+    """503: the service holds as many connections as it may; retry later."""
+
+    code = "too_many_connections"
+    http_status = 503
 
 
 class UnsupportedMediaType(ServiceRefusal):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 from urllib.parse import quote
 
 import httpx
 
+from mcp_eventlog_client.channel import AppendChannel, ChannelUnavailable
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
 from mcp_eventlog_client.live import Follower, LiveItem
 from mcp_eventlog_client.models import (
@@ -23,6 +26,24 @@ from mcp_eventlog_client.models import (
 )
 
 GenerationReason = Literal["initial", "failover", "retry", "reset"]
+AppendTransport = Literal["channel", "rest"]
+"""How `append` reaches the service: the append channel (one WebSocket, REST where it
+cannot pass) or one REST request per append."""
+
+APPEND_TRANSPORT_ENV = "EVENTLOG_APPEND_TRANSPORT"
+
+
+def choose_append_transport(
+    given: AppendTransport | None, default: AppendTransport
+) -> AppendTransport:
+    """`given`, else `EVENTLOG_APPEND_TRANSPORT`, else `default`; `ValueError` for another."""
+    chosen = given or os.environ.get(APPEND_TRANSPORT_ENV) or default
+    if chosen not in get_args(AppendTransport):
+        raise ValueError(
+            f"{APPEND_TRANSPORT_ENV} (or append_transport) is {chosen!r}: one of 'channel', 'rest'"
+        )
+    transport: AppendTransport = chosen  # type: ignore[assignment]
+    return transport
 
 
 def _segment(value: str) -> str:
@@ -38,6 +59,12 @@ class EventLogClient:
     twice), resume and reads. Opening a generation is never retried: a repeat would open a
     second one and supersede the first.
 
+    `append_transport` (default: `EVENTLOG_APPEND_TRANSPORT`, else `"rest"`) chooses how
+    appends travel: `"channel"` sends them all over one WebSocket (`AppendChannel`), and
+    over REST where a WebSocket cannot pass (the upgrade refused or failed, a frame over
+    the channel's size, no asyncio loop), each such append counted in `fallbacks` by
+    reason and the change logged; `"rest"` sends one request per append.
+
     Use it as `async with EventLogClient(...) as log:`, or call `aclose()`; see
     `ServiceConnection` for `base_url`, `key`, `http` and the environment defaults.
     """
@@ -52,10 +79,19 @@ class EventLogClient:
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         connection: ServiceConnection | None = None,
+        append_transport: AppendTransport | None = None,
     ) -> None:
         self.connection = connection or ServiceConnection(
             base_url, key, http=http, transport=transport, timeout=timeout, retry=retry
         )
+        self.append_transport = choose_append_transport(append_transport, "rest")
+        self.channel = (
+            AppendChannel(self.connection) if self.append_transport == "channel" else None
+        )
+        self.fallbacks: Counter[str] = Counter()
+        """Appends sent over REST although the channel was chosen, by reason (see
+        `AppendChannel`: `upgrade_refused`, `upgrade_failed`, `channel_down`,
+        `frame_too_large`, `no_asyncio`, `closed`)."""
 
     async def __aenter__(self) -> Self:
         return self
@@ -69,7 +105,9 @@ class EventLogClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Release the connection pool."""
+        """Release the connection pool (and the append channel)."""
+        if self.channel is not None:
+            await self.channel.aclose()
         await self.connection.aclose()
 
     async def open_generation(
@@ -105,12 +143,21 @@ class EventLogClient:
         first_seq: int | None = None,
         terminal: bool = False,
     ) -> AppendResult:
-        """Append a batch atomically; retried only when `first_seq` makes a repeat idempotent."""
+        """Append a batch atomically; retried only when `first_seq` makes a repeat idempotent.
+
+        Over the channel when it was chosen (see the class), else (or where it cannot
+        pass) over REST; the answers and errors are the same either way.
+        """
         body: dict[str, Any] = {
             "events": [e.to_json() for e in events],
             "first_seq": first_seq,
             "terminal": terminal,
         }
+        if self.channel is not None:
+            try:
+                return await self.channel.append({"generation": generation, **body})
+            except ChannelUnavailable as unavailable:
+                self.fallbacks[unavailable.reason] += 1
         answer = await self.connection.request(
             "POST",
             f"/v1/generations/{_segment(generation)}/events",

@@ -14,12 +14,23 @@
  *   malformed frames; `sse-silent`: a live stream that says nothing after `retry:`;
  *   `sse-html`: a live route answering HTML.
  *
+ * - append channel (`GET /v1/append`, a WebSocket) misbehaviours, with every HTTP call of the
+ *   mode answered as the service would (so a store gets as far as appending): `ws-garbage`
+ *   answers each frame with text that is not JSON; `ws-wrong-id` with another frame's id;
+ *   `ws-fields` with an answer missing every field; `ws-binary` with a binary frame;
+ *   `ws-huge` with a 2 MiB text frame; `ws-silent` never answers; `ws-close` closes the
+ *   channel (1011) on each frame; `ws-redirect` answers the upgrade with a 307 to the
+ *   recorder; `ws-refuse` answers it 404 like a service without the channel.
+ *
  * It prints one JSON line when listening: `{"port", "recorderPort"}`. `GET /_state` answers
  * `{"received": [{method, path, body}], "sent": {<mode>: bytes written}}`.
  */
 
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { gzipSync } from "node:zlib";
+
+import { type RawData, type WebSocket, WebSocketServer } from "ws";
 
 const received: { method: string; path: string; body: string }[] = [];
 const sent = new Map<string, number>();
@@ -123,13 +134,15 @@ function serveMode(
   }
 }
 
-/** Answers as the service would: a generation to an open, an acknowledgement to an append. */
-function record(req: IncomingMessage, res: ServerResponse): void {
+/** Answers as the service would: a generation to an open, an acknowledgement to an append
+ *  (recorded in `received` unless `keep` is false). */
+function record(req: IncomingMessage, res: ServerResponse, keep = true): void {
   const chunks: Buffer[] = [];
   req.on("data", (chunk: Buffer) => chunks.push(chunk));
   req.on("end", () => {
     const path = req.url ?? "/";
-    received.push({ method: req.method ?? "GET", path, body: Buffer.concat(chunks).toString() });
+    const body = Buffer.concat(chunks).toString();
+    if (keep) received.push({ method: req.method ?? "GET", path, body });
     const answer = path.endsWith("/generations")
       ? {
           stream_id: "taken",
@@ -162,7 +175,66 @@ async function listen(server: ReturnType<typeof createServer>, host: string): Pr
   return typeof address === "object" && address !== null ? address.port : 0;
 }
 
+/** One append channel misbehaving as `mode` says. */
+function channel(mode: string, ws: WebSocket): void {
+  ws.on("message", (data: RawData) => {
+    count(mode, 1);
+    let id: unknown = null;
+    try {
+      id = (JSON.parse(String(data)) as { id?: unknown }).id ?? null;
+    } catch {
+      // answered the same way
+    }
+    switch (mode) {
+      case "ws-garbage":
+        ws.send("{not json");
+        return;
+      case "ws-wrong-id":
+        ws.send(JSON.stringify({ id: `not-${String(id)}`, status: 201 }));
+        return;
+      case "ws-fields":
+        ws.send(JSON.stringify({ id, status: 201 }));
+        return;
+      case "ws-binary":
+        ws.send(Buffer.from(JSON.stringify({ id, status: 201 })), { binary: true });
+        return;
+      case "ws-huge":
+        ws.send(`{"id": ${JSON.stringify(id)}, "x": "${"x".repeat(2 * 1_048_576)}"}`);
+        return;
+      case "ws-close":
+        ws.close(1011, "going away");
+        return;
+      default: // ws-silent
+        return;
+    }
+  });
+}
+
+const channels = new WebSocketServer({ noServer: true });
+
+function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  const mode = (req.url ?? "/").split("/")[1] ?? "";
+  if (mode === "ws-redirect") {
+    const rest = (req.url ?? "/").slice(mode.length + 1);
+    socket.end(`HTTP/1.1 307 Temporary Redirect\r\nlocation: ${recorder}${rest}\r\n\r\n`);
+    return;
+  }
+  if (!mode.startsWith("ws-") || mode === "ws-refuse") {
+    const body = '{"code": "not_found", "detail": "no such route"}';
+    socket.end(
+      "HTTP/1.1 404 Not Found\r\ncontent-type: application/problem+json\r\n" +
+        `content-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+    );
+    return;
+  }
+  channels.handleUpgrade(req, socket, head, (ws) => channel(mode, ws));
+}
+
 const recorderServer = createServer(record);
+recorderServer.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
+  received.push({ method: "UPGRADE", path: req.url ?? "/", body: "" });
+  socket.destroy();
+});
 const recorderPort = await listen(recorderServer, "127.0.0.2");
 const recorder = `http://127.0.0.2:${recorderPort}`;
 const hostile = createServer((req, res) => {
@@ -171,9 +243,14 @@ const hostile = createServer((req, res) => {
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(state));
     return;
   }
-  req.resume();
   const mode = (req.url ?? "/").split("/")[1] ?? "";
+  if (mode.startsWith("ws-")) {
+    record(req, res, false);
+    return;
+  }
+  req.resume();
   serveMode(mode, req, res, recorder);
 });
+hostile.on("upgrade", upgrade);
 const port = await listen(hostile, "127.0.0.1");
 process.stdout.write(`${JSON.stringify({ port, recorderPort })}\n`);

@@ -1,6 +1,11 @@
 /**
  * A proxy in front of the real service that fails on demand: answers for it, drops the
  * connection, loses the service's answer, stalls, or goes down altogether (connection refused).
+ *
+ * WebSocket upgrades (the append channel) are tunnelled byte for byte, or refused
+ * (`upgrades = "refuse"`: a proxy that cannot pass WebSockets answers 502); a tunnelled
+ * channel can be cut (`dropChannels`) or have the service's frames lost on the way back
+ * (`loseChannelAnswers`).
  */
 
 import {
@@ -10,7 +15,7 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
-import type { Socket } from "node:net";
+import { connect, type Socket } from "node:net";
 
 export type Fault =
   | {
@@ -31,7 +36,17 @@ export class FaultyProxy {
   readonly requests: { method: string; path: string }[] = [];
   private readonly queue: { fault: Fault; match: Match }[] = [];
   private readonly sockets = new Set<Socket>();
+  private readonly channels = new Set<Socket>();
   private server: Server | undefined;
+  /** Tunnel WebSocket upgrades to the service, or refuse them (502). */
+  upgrades: "pass" | "refuse" = "pass";
+  /** Upgrades asked for, and of them tunnelled. */
+  upgradesAsked = 0;
+  upgradesPassed = 0;
+  /** While true, what the service sends on a tunnelled channel is dropped on the floor. */
+  loseChannelAnswers = false;
+  /** Bytes the producers sent on tunnelled channels. */
+  channelBytesIn = 0;
 
   private constructor(
     private readonly target: URL,
@@ -61,6 +76,9 @@ export class FaultyProxy {
   /** Listen (again, on the same port). */
   async up(): Promise<void> {
     const server = createServer((req, res) => this.handle(req, res));
+    server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) =>
+      this.tunnel(req, socket, head),
+    );
     server.on("connection", (socket) => {
       this.sockets.add(socket);
       socket.on("close", () => this.sockets.delete(socket));
@@ -84,6 +102,58 @@ export class FaultyProxy {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     for (const socket of this.sockets) socket.destroy();
     await closed;
+  }
+
+  /** Cut every tunnelled channel (both ends), as a broken network would. */
+  dropChannels(): void {
+    for (const socket of this.channels) socket.destroy();
+    this.channels.clear();
+  }
+
+  /** Tunnelled channels open now. */
+  get openChannels(): number {
+    return this.channels.size;
+  }
+
+  private tunnel(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    this.upgradesAsked += 1;
+    this.requests.push({ method: req.method ?? "GET", path: req.url ?? "/" });
+    if (this.upgrades === "refuse") {
+      socket.end(
+        "HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/html\r\ncontent-length: 26\r\n" +
+          "connection: close\r\n\r\n<html>Bad Gateway</html>\r\n",
+      );
+      return;
+    }
+    this.upgradesPassed += 1;
+    const upstream = connect(Number(this.target.port), this.target.hostname);
+    const lines = [`${req.method ?? "GET"} ${req.url ?? "/"} HTTP/1.1`];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i] ?? "";
+      const value = name.toLowerCase() === "host" ? this.target.host : req.rawHeaders[i + 1];
+      lines.push(`${name}: ${value ?? ""}`);
+    }
+    upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
+    if (head.length > 0) upstream.write(head);
+    this.channels.add(socket);
+    this.channels.add(upstream);
+    const end = (): void => {
+      socket.destroy();
+      upstream.destroy();
+      this.channels.delete(socket);
+      this.channels.delete(upstream);
+    };
+    socket.on("data", (chunk: Buffer) => {
+      this.channelBytesIn += chunk.length;
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      if (!this.loseChannelAnswers) socket.write(chunk);
+    });
+    for (const end_ of [socket, upstream]) {
+      end_.on("close", end);
+      end_.on("error", end);
+    }
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {

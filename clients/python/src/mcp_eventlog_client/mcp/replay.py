@@ -34,7 +34,7 @@ import logging
 from contextlib import aclosing
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, StreamId
@@ -42,8 +42,16 @@ from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 from mcp_types import jsonrpc_message_adapter as message_adapter
 from pydantic import ValidationError
 
-from mcp_eventlog_client import EventLogError, LiveEnd, LiveReset, ResumeAnswer, Verdict
+from mcp_eventlog_client import (
+    EventLogClient,
+    EventLogError,
+    LiveEnd,
+    LiveReset,
+    ResumeAnswer,
+    Verdict,
+)
 from mcp_eventlog_client.mcp.events import NotAMessage, Reassembly, Unjoinable, part_of
+from mcp_eventlog_client.mcp.names import StreamNames
 from mcp_eventlog_client.mcp.refusal import (
     CROSS_SESSION,
     NOT_STORED,
@@ -54,10 +62,24 @@ from mcp_eventlog_client.mcp.refusal import (
 )
 from mcp_eventlog_client.mcp.scope import current_scope
 
-if TYPE_CHECKING:
-    from mcp_eventlog_client.mcp.store import EventLogEventStore
-
 log = logging.getLogger("mcp_eventlog_client.mcp.store")
+
+
+class ReplaySource(Protocol):
+    """What a replay needs of its store (`EventLogEventStore`): the service, the names, the
+    limits, and what this process itself wrote."""
+
+    client: EventLogClient
+    names: StreamNames
+    producer: str
+    page_limit: int | None
+    replay_timeout: float
+    follow_seconds: float
+
+    def owner_of(self, token: str) -> Owner | None: ...
+
+    def writes(self, scope: str, sdk_stream: StreamId, generation: str) -> bool: ...
+
 
 _NOT_THIS_SESSION = "the event id does not belong to this session"
 _NOT_STORED = "a message of this stream after the id could not be stored"
@@ -117,7 +139,7 @@ class Replay:
     """One `replay_events_after` call (see the module)."""
 
     def __init__(
-        self, store: EventLogEventStore, last_event_id: str, send_callback: EventCallback
+        self, store: ReplaySource, last_event_id: str, send_callback: EventCallback
     ) -> None:
         self.store = store
         self.last_event_id = last_event_id

@@ -35,7 +35,7 @@ from mcp_eventlog_client.mcp.names import StreamNames
 from mcp_eventlog_client.mcp.refusal import new_placeholder
 from mcp_eventlog_client.mcp.replay import Owner, Replay, ends_request, take_replayed
 from mcp_eventlog_client.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
-from mcp_eventlog_client.writer import GenerationReason
+from mcp_eventlog_client.writer import AppendTransport, GenerationReason, choose_append_transport
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,15 @@ class EventLogEventStore(EventStore):
     service stream is named after its session's scope key, and nothing of another session
     is ever sent.
 
-    Pass `client` to share an `EventLogClient`; otherwise one is built from `base_url` and
-    `key` (or `EVENTLOG_URL`, `EVENTLOG_KEY`) and reused for every call.
+    Appends go over the append channel by default: one WebSocket per store (so per
+    process) carries every append of every stream of every session, and REST takes over
+    where a WebSocket cannot pass (the upgrade refused or failed: counted in
+    `append_fallbacks` and logged). `append_transport="rest"` (or
+    `EVENTLOG_APPEND_TRANSPORT=rest`) sends one REST request per append instead.
+
+    Pass `client` to share an `EventLogClient` (its own `append_transport` then decides);
+    otherwise one is built from `base_url` and `key` (or `EVENTLOG_URL`, `EVENTLOG_KEY`)
+    and reused for every call.
     """
 
     def __init__(
@@ -111,9 +118,16 @@ class EventLogEventStore(EventStore):
         store_timeout: float = 10.0,
         replay_timeout: float = 10.0,
         follow_seconds: float = 300.0,
+        append_transport: AppendTransport | None = None,
     ) -> None:
         self._owns_client = client is None
-        self.client = client if client is not None else EventLogClient(base_url, key)
+        self.client = (
+            client
+            if client is not None
+            else EventLogClient(
+                base_url, key, append_transport=choose_append_transport(append_transport, "channel")
+            )
+        )
         self.producer = producer or f"mcp:{socket.gethostname()}:{os.getpid()}"
         self.max_events = max_events
         self.ttl_seconds = ttl_seconds
@@ -145,6 +159,11 @@ class EventLogEventStore(EventStore):
         # falls back to `/v1/resume` and a check of the stream the service names.
         self._owners: OrderedDict[str, Owner] = OrderedDict()
         self._outage_until = 0.0
+
+    @property
+    def append_fallbacks(self) -> Counter[str]:
+        """Appends that went over REST although the channel was chosen, by reason."""
+        return self.client.fallbacks
 
     @property
     def failed_stores(self) -> int:

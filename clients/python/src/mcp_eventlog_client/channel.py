@@ -1,0 +1,444 @@
+"""The append channel: every append of a process over one WebSocket (`GET /v1/append`).
+
+One `AppendChannel` multiplexes the appends of every stream of every session on one
+connection: each append is a text frame with an `id`, the service answers every frame in
+the order the frames were sent, and at most `max_in_flight` frames wait for an answer at
+once (further appends wait for a slot). What the REST append promises holds frame by frame:
+the same answers, the same typed errors (`mcp_eventlog_client.errors`, from the answer's
+`code`), the same retry rule.
+
+When the channel drops (closed, broken, or no answer within the connection's `timeout`,
+the deadline of each attempt), every unanswered frame that carries `first_seq` is sent
+again, in the order it was first sent, on a new channel — the service answers a repeat
+`200 duplicate`, so a retry is stored once. A frame without `first_seq` is never resent
+(it may have been stored): it fails with `ServiceUnreachable`, as the REST append does.
+
+The service is trusted to be the service, not to be well-behaved (as in
+`mcp_eventlog_client.answers`): an answer frame is at most `max_answer_bytes`; a binary
+frame, a frame that is not JSON, or an answer to another frame than the oldest one makes
+the channel untrustworthy — the frame it answers fails with `MalformedResponse`, the
+channel is closed, and the others are resent on a new one. The upgrade never follows a
+redirect and never goes through a proxy from the environment.
+
+Where a WebSocket cannot pass — the upgrade refused or failed, no asyncio loop, a frame
+over `max_frame_bytes` — `append` raises `ChannelUnavailable`, and the caller
+(`EventLogClient`) sends the append over REST instead; a refused upgrade keeps the
+channel down for `retry_seconds`. Each such fallback is counted in `fallbacks` and
+logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import sniffio
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+from mcp_eventlog_client.connection import ServiceConnection
+from mcp_eventlog_client.errors import (
+    DeadlineExceeded,
+    EventLogError,
+    MalformedResponse,
+    ServiceUnreachable,
+    error_for,
+)
+from mcp_eventlog_client.models import AppendResult, read_answer
+
+log = logging.getLogger(__name__)
+
+CHANNEL_PATH: Final = "/v1/append"
+DEFAULT_MAX_IN_FLIGHT: Final = 32
+"""Below the service's default `EVENTLOG_CHANNEL_MAX_IN_FLIGHT` (64)."""
+DEFAULT_MAX_FRAME_BYTES: Final = 1024 * 1024
+"""Larger appends go over REST, where an oversized body is a 413 rather than a closed
+channel (every frame in flight would be resent)."""
+TRY_AGAIN_LATER: Final = 1013
+"""The close code of a channel the key may not hold (`too_many_channels`)."""
+DEFAULT_MAX_ANSWER_BYTES: Final = 1024 * 1024
+"""An answer to a batch of 1,000 events is about 50 KB."""
+
+
+class ChannelUnavailable(Exception):
+    """The append cannot go over the channel; send it over REST. `reason` is counted."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class _NoRedirects(connect):
+    """websockets' `connect`, which never follows a redirect (the events stay here)."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
+
+
+@dataclass(eq=False, slots=True)
+class _Frame:
+    """One append on its way: sent (perhaps again) until it is answered or fails."""
+
+    body: dict[str, Any]
+    idempotent: bool
+    future: asyncio.Future[AppendResult]
+    id: int = 0
+    sends: int = 0
+    link: _Link | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Link:
+    """One WebSocket connection and the frames sent on it that wait for their answer."""
+
+    ws: ClientConnection
+    frames: deque[_Frame] = field(default_factory=deque)
+    error: EventLogError | None = None
+    unavailable: ChannelUnavailable | None = None
+    closed: bool = False
+    reader: asyncio.Task[None] | None = None
+
+
+class AppendChannel:
+    """Appends over one WebSocket to the service of `connection` (its URL, key, deadline,
+    retry policy). Use one per process: it multiplexes every stream.
+
+    `append` returns the `AppendResult` or raises the `EventLogError` the REST append
+    raises for the same answer; `ChannelUnavailable` says to send it over REST instead.
+    Counters: `fallbacks` (by reason), `resent` (frames sent again after a drop),
+    `reconnects`.
+    """
+
+    def __init__(
+        self,
+        connection: ServiceConnection,
+        *,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        retry_seconds: float = 30.0,
+    ) -> None:
+        self.connection = connection
+        base = connection.base_url
+        scheme, sep, rest = base.partition("://")
+        ws_scheme = {"http": "ws", "https": "wss"}.get(scheme.lower(), scheme)
+        self.url = f"{ws_scheme}{sep}{rest}{CHANNEL_PATH}"
+        self.max_in_flight = max_in_flight
+        self.max_frame_bytes = max_frame_bytes
+        self.max_answer_bytes = max_answer_bytes
+        self.retry_seconds = retry_seconds
+        self.resent = 0
+        self.reconnects = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._lock = asyncio.Lock()
+        self._link: _Link | None = None
+        self._next_id = 0
+        self._down_until = 0.0
+        self._closed = False
+
+    # -- the caller's side ------------------------------------------------------------
+
+    async def append(self, body: dict[str, Any]) -> AppendResult:
+        """Send one append (the REST body: `events`, `first_seq`, `terminal`, plus
+        `generation`) and wait for its answer."""
+        self._bind()
+        text_size = _size_hint(body)
+        if text_size > self.max_frame_bytes:
+            raise self._fallback("frame_too_large", f"about {text_size} bytes")
+        if time.monotonic() < self._down_until:
+            raise self._fallback("channel_down", "the upgrade was refused a moment ago", quiet=True)
+        idempotent = body.get("first_seq") is not None
+        attempts = self.connection.retry.attempts if idempotent else 1
+        async with self._slots:
+            for attempt in range(attempts):
+                try:
+                    return await self._exchange(body, idempotent)
+                except EventLogError as error:
+                    # A 5xx answer is retried like the REST append's (the frame was
+                    # answered, so the channel is fine).
+                    if not (idempotent and error.status >= 500) or attempt + 1 >= attempts:
+                        raise
+                    await asyncio.sleep(self.connection.retry.delay(attempt, error.retry_after))
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    async def _exchange(self, body: dict[str, Any], idempotent: bool) -> AppendResult:
+        loop = asyncio.get_running_loop()
+        frame = _Frame(body, idempotent, loop.create_future())
+        try:
+            async with self._lock:
+                link = self._link
+                if link is None or link.closed:
+                    link = await self._open()
+                await self._put(link, frame)
+            while True:
+                link = frame.link
+                try:
+                    async with asyncio.timeout(self.connection.timeout):
+                        return await asyncio.shield(frame.future)
+                except TimeoutError:
+                    if frame.future.done():
+                        continue
+                    # No answer within the attempt's deadline: the channel is given up and
+                    # the frame resent on a new one (or failed, if it may not be).
+                    if link is not None and link is frame.link:
+                        detail = f"no answer within {self.connection.timeout:g} s"
+                        self._fail(link, DeadlineExceeded(0, DeadlineExceeded.code, detail))
+        finally:
+            if not frame.future.done():
+                frame.future.cancel()  # given up: its answer, if any, is dropped
+
+    def _fallback(self, reason: str, detail: str, *, quiet: bool = False) -> ChannelUnavailable:
+        if not quiet:
+            log.warning(
+                "the append channel %s is unavailable (%s: %s); appending over REST",
+                self.url,
+                reason,
+                detail,
+            )
+        return ChannelUnavailable(reason, detail)
+
+    def _bind(self) -> None:
+        """Raise `ChannelUnavailable` outside asyncio; start afresh on a new event loop."""
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            library = "none"
+        if library != "asyncio":
+            raise self._fallback("no_asyncio", f"running under {library}", quiet=True)
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # A link, lock or slot of another (finished) loop cannot be used here.
+            self._loop = loop
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+            self._lock = asyncio.Lock()
+            self._link = None
+
+    # -- the connection's side --------------------------------------------------------
+
+    async def _open(self) -> _Link:
+        """A new link (under `_lock`); `ChannelUnavailable` when no WebSocket can be had."""
+        if self._closed:
+            raise self._fallback("closed", "the channel was closed", quiet=True)
+        headers = {
+            name: value
+            for name, value in self.connection.headers.items()
+            if name.lower() == "authorization"
+        }
+        try:
+            ws = await _NoRedirects(
+                self.url,
+                additional_headers=headers,
+                user_agent_header="mcp-eventlog-client",
+                proxy=None,
+                compression=None,
+                open_timeout=self.connection.timeout,
+                ping_interval=None,
+                close_timeout=1.0,
+                max_size=self.max_answer_bytes,
+                max_queue=None,
+            )
+        except InvalidStatus as refused:
+            self._down_until = time.monotonic() + self.retry_seconds
+            detail = f"HTTP {refused.response.status_code}"
+            raise self._fallback("upgrade_refused", detail) from refused
+        except (WebSocketException, OSError, TimeoutError, EOFError) as error:
+            # No WebSocket at all (a proxy that does not pass one, a broken handshake, no
+            # connection): REST for a while too, rather than a failed upgrade per append.
+            self._down_until = time.monotonic() + self.retry_seconds
+            detail = str(error) or type(error).__name__
+            raise self._fallback("upgrade_failed", detail) from error
+        link = _Link(ws)
+        link.reader = asyncio.get_running_loop().create_task(self._read(link))
+        self._link = link
+        return link
+
+    async def _put(self, link: _Link, frame: _Frame) -> None:
+        """Send `frame` on `link` (under `_lock`, so the wire order is `link.frames`'s)."""
+        self._next_id += 1
+        frame.id = self._next_id
+        frame.sends += 1
+        frame.link = link
+        link.frames.append(frame)
+        text = json.dumps({"id": frame.id, **frame.body}, separators=(",", ":"), ensure_ascii=False)
+        # A closed link: its reader sees the close and resends what is unanswered.
+        with contextlib.suppress(ConnectionClosed):
+            await link.ws.send(text)
+
+    def _fail(self, link: _Link, error: EventLogError) -> None:
+        """Give `link` up: its reader ends, and recovery resends or fails its frames."""
+        if link.closed:
+            return
+        link.closed = True
+        link.error = error
+        link.ws.transport.abort()
+
+    async def _read(self, link: _Link) -> None:
+        """Match answers to frames until the link ends; then recover its frames."""
+        try:
+            while True:
+                message = await link.ws.recv()
+                problem = self._answer(link, message)
+                if problem is not None:
+                    self._fail(link, problem)
+                    break
+        except ConnectionClosed as closed:
+            if closed.rcvd is not None and closed.rcvd.code == TRY_AGAIN_LATER:
+                # The key holds as many channels as the service allows: REST for a while.
+                self._down_until = time.monotonic() + self.retry_seconds
+                link.unavailable = self._fallback("too_many_channels", closed.rcvd.reason)
+            if link.error is None:
+                how = closed.rcvd or closed.sent
+                said = f" ({how.code} {how.reason})".rstrip() if how is not None else ""
+                link.error = ServiceUnreachable(
+                    0, ServiceUnreachable.code, f"the append channel closed{said}"
+                )
+        except asyncio.CancelledError:
+            link.closed = True
+            raise
+        except Exception as error:  # whatever broke, the frames must not hang
+            link.error = link.error or ServiceUnreachable(
+                0, ServiceUnreachable.code, f"the append channel broke: {error!r}"
+            )
+        link.closed = True
+        link.ws.transport.abort()
+        await self._recover(link)
+
+    def _answer(self, link: _Link, message: str | bytes) -> MalformedResponse | None:
+        """Resolve the oldest frame with `message`; a problem when it is not an answer."""
+        if isinstance(message, bytes):
+            return self._garbage(link, "a binary frame")
+        try:
+            doc = json.loads(message)
+        except ValueError:
+            return self._garbage(link, f"a frame that is not JSON: {message[:80]!r}")
+        if not isinstance(doc, dict) or type(doc.get("id")) is not int:
+            return self._garbage(link, f"a frame without an id: {message[:80]!r}")
+        if not link.frames or link.frames[0].id != doc["id"]:
+            expected = link.frames[0].id if link.frames else None
+            return self._garbage(link, f"an answer to frame {doc['id']}, expected {expected}")
+        frame = link.frames.popleft()
+        if frame.future.done():
+            return None  # its caller gave up
+        status = doc.get("status")
+        if status in (200, 201) and type(status) is int:
+            try:
+                result = read_answer(AppendResult.from_json, doc)
+            except MalformedResponse as error:
+                frame.future.set_exception(error)
+                return None
+            sent = len(frame.body.get("events", ()))
+            if sent and len(result.event_ids) != sent:
+                detail = f"{len(result.event_ids)} ids for {sent} events"
+                frame.future.set_exception(
+                    MalformedResponse(status, MalformedResponse.code, detail)
+                )
+            else:
+                frame.future.set_result(result)
+        elif type(status) is int and 400 <= status <= 599 and isinstance(doc.get("code"), str):
+            frame.future.set_exception(error_for(status, doc["code"], str(doc.get("detail") or "")))
+        else:
+            detail = f"an answer without a status of the contract: {message[:80]!r}"
+            frame.future.set_exception(MalformedResponse(0, MalformedResponse.code, detail))
+        return None
+
+    def _garbage(self, link: _Link, what: str) -> MalformedResponse:
+        """The oldest frame fails untrusted; the channel is then given up."""
+        error = MalformedResponse(0, MalformedResponse.code, f"the append channel sent {what}")
+        if link.frames:
+            frame = link.frames.popleft()
+            if not frame.future.done():
+                frame.future.set_exception(error)
+        log.error("the append channel %s sent %s; closing it", self.url, what)
+        return error
+
+    async def _recover(self, link: _Link) -> None:
+        """Resend `link`'s unanswered frames, in order, on a new link (or fail them)."""
+        error = link.error or ServiceUnreachable(0, ServiceUnreachable.code, "channel lost")
+        async with self._lock:
+            if self._link is link:
+                self._link = None
+            keep = self._survivors(link, error)
+            link.frames.clear()
+            if not keep:
+                return
+            if link.unavailable is not None:
+                for frame in keep:  # their callers send them over REST (same first_seq)
+                    frame.future.set_exception(link.unavailable)
+                return
+            log.warning(
+                "the append channel %s dropped (%s); resending %d frame(s)",
+                self.url,
+                error.detail,
+                len(keep),
+            )
+            try:
+                await self._resend(keep)
+            except ChannelUnavailable as unavailable:
+                for frame in keep:  # their callers send them over REST (same first_seq)
+                    if not frame.future.done():
+                        frame.future.set_exception(unavailable)
+            except Exception as failure:  # never leave a caller waiting
+                detail = f"resending failed: {failure!r}"
+                for frame in keep:
+                    if not frame.future.done() and frame.link is link:
+                        frame.future.set_exception(
+                            ServiceUnreachable(0, ServiceUnreachable.code, detail)
+                        )
+
+    async def _resend(self, keep: list[_Frame]) -> None:
+        """After the backoff, `keep` on the current link or a new one, in their order."""
+        await asyncio.sleep(self.connection.retry.delay(keep[0].sends - 1))
+        current = self._link
+        new = current if current is not None and not current.closed else await self._open()
+        self.reconnects += 1
+        for frame in keep:
+            if not frame.future.done():
+                self.resent += 1
+                await self._put(new, frame)
+
+    def _survivors(self, link: _Link, error: EventLogError) -> list[_Frame]:
+        keep = []
+        for frame in link.frames:
+            if frame.future.done():
+                continue
+            if not frame.idempotent:
+                detail = f"{error.detail}; not resent (no first_seq: it may have been stored)"
+                frame.future.set_exception(ServiceUnreachable(0, ServiceUnreachable.code, detail))
+            elif frame.sends >= self.connection.retry.attempts:
+                frame.future.set_exception(error)
+            else:
+                keep.append(frame)
+        return keep
+
+    async def aclose(self) -> None:
+        """Close the WebSocket; later appends go over REST."""
+        self._closed = True
+        link, self._link = self._link, None
+        if link is None or link.closed:
+            return
+        link.closed = True
+        try:
+            if self._loop is asyncio.get_running_loop():
+                await link.ws.close()
+        except (ConnectionClosed, OSError):  # pragma: no cover - closing anyway
+            pass
+        if link.reader is not None:
+            link.reader.cancel()
+
+
+def _size_hint(body: dict[str, Any]) -> int:
+    """About the frame's size in bytes (its events' data), without encoding it twice."""
+    size = 128
+    for event in body.get("events", ()):
+        data = event.get("data") or ""
+        size += 32 + len(data) * (1 if data.isascii() else 3)
+        size += len(event.get("event") or "")
+    return size
