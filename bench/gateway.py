@@ -220,25 +220,27 @@ async def _open_sessions(url: str, pid: int, count: int, within: float) -> Resul
     }
 
 
-def _measure(name: str, url: str, quick: bool) -> Results:
+def _measure(name: str, url: str, quick: bool, out: Results) -> Results:
     say(f"  {name}: one call, then {CONCURRENCY} concurrent")
     one = asyncio.run(_one_call(url, 3 if quick else 9))
     many = asyncio.run(_concurrent(url, 2.0 if quick else 6.0))
-    return {"one_call": one, "concurrent": many}
+    out["targets"][name] = {"one_call": one, "concurrent": many}
+    write_markdown(out)  # after each target: a run cut short still leaves its figures
+    result: Results = out["targets"][name]
+    return result
 
 
 def suite(plan: Any, workdir: Path) -> Results:
     """Every target in turn (one at a time, so each has the machine), then the RSS."""
     quick = getattr(plan, "name", "full") == "quick"
     out: Results = {"steps": STEPS, "pad": PAD, "concurrency": CONCURRENCY, "targets": {}}
-    targets = out["targets"]
     say("gateway: direct vs gateway vs EventLogEventStore vs mcp-persist")
     with contextlib.ExitStack() as stack:
         up_port = free_port()
         argv = [sys.executable, "-m", "bench.gateway_upstream", "--port", str(up_port)]
         stack.enter_context(_process("upstream", argv, up_port, {}, workdir))
         upstream = f"http://127.0.0.1:{up_port}"
-        targets["direct"] = _measure("direct", f"{upstream}/mcp", quick)
+        _measure("direct", f"{upstream}/mcp", quick, out)
 
         def gateway(name: str, database_url: str) -> tuple[str, int]:
             port = free_port()
@@ -258,7 +260,7 @@ def suite(plan: Any, workdir: Path) -> Results:
             return f"http://127.0.0.1:{port}/mcp", pid
 
         url, pid = gateway("gateway-sqlite", f"sqlite+aiosqlite:///{workdir}/gateway.db")
-        targets["gateway-sqlite"] = _measure("gateway-sqlite", url, quick)
+        _measure("gateway-sqlite", url, quick, out)
         say(f"  gateway-sqlite: {SESSIONS} open sessions")
         try:
             out["rss_500_sessions"] = asyncio.run(
@@ -269,7 +271,7 @@ def suite(plan: Any, workdir: Path) -> Results:
         if postgres_available():
             pg = stack.enter_context(throwaway_postgres())
             url, _ = gateway("gateway-postgresql", pg)
-            targets["gateway-postgresql"] = _measure("gateway-postgresql", url, quick)
+            _measure("gateway-postgresql", url, quick, out)
 
         service_port = free_port()
         service_argv = [sys.executable, "-m", "app", "serve", "--port", str(service_port)]
@@ -286,9 +288,7 @@ def suite(plan: Any, workdir: Path) -> Results:
             f"http://127.0.0.1:{service_port}",
         ]
         stack.enter_context(_process("upstream-store", argv, store_port, {}, workdir))
-        targets["eventlog-store"] = _measure(
-            "eventlog-store", f"http://127.0.0.1:{store_port}/mcp", quick
-        )
+        _measure("eventlog-store", f"http://127.0.0.1:{store_port}/mcp", quick, out)
 
         port = free_port()
         proxy = str(Path(sys.executable).parent / "mcp-persist-proxy")
@@ -303,18 +303,20 @@ def suite(plan: Any, workdir: Path) -> Results:
         ]
         argv += ["--host", "127.0.0.1", "--port", str(port)]
         stack.enter_context(_process("mcp-persist", argv, port, {}, workdir))
-        targets["mcp-persist"] = _measure("mcp-persist", f"http://127.0.0.1:{port}/mcp", quick)
-    direct = targets["direct"]
-    for result in targets.values():
-        result["one_call_ratio"] = result["one_call"]["median_ms"] / direct["one_call"]["median_ms"]
-        result["rate_ratio"] = result["concurrent"]["rate"] / direct["concurrent"]["rate"]
-    out["loadavg"] = os.getloadavg()
+        _measure("mcp-persist", f"http://127.0.0.1:{port}/mcp", quick, out)
     write_markdown(out)
     return out
 
 
 def write_markdown(out: Results) -> None:
-    """bench/results/gateway.md: the table of this run."""
+    """bench/results/gateway.md: the table of this run (so far), ratios to `direct`."""
+    out["loadavg"] = os.getloadavg()
+    direct = out["targets"].get("direct")
+    for result in out["targets"].values():
+        if direct is not None:
+            one, rate = result["one_call"]["median_ms"], result["concurrent"]["rate"]
+            result["one_call_ratio"] = one / direct["one_call"]["median_ms"]
+            result["rate_ratio"] = rate / direct["concurrent"]["rate"]
     rows = [
         "| target | one call, median ms | x direct (goal ≤ 1.25) "
         "| 16 concurrent, msg/s | x direct (goal ≥ 0.7) |",

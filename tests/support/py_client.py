@@ -185,8 +185,18 @@ class Driver:
             if isinstance(message, types.ProgressNotification):
                 self.print(op, "progress", progress=message.params.progress)
 
-        async with self._client(True, op, on_message) as session:
-            await self._send(session, op, spec, token)
+        try:
+            async with self._client(True, op, on_message) as session:
+                await self._send(session, op, spec, token)
+        except Exception as error:
+            # A refusal the gateway can only answer as problem+json (no request id known)
+            # makes the SDK's transport raise out of the client: that is what a caller sees.
+            leaf = error
+            while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+                leaf = leaf.exceptions[0]
+            self.print(
+                op, "error", name=type(leaf).__name__, code=None, message=str(leaf), data=None
+            )
 
     async def run(self) -> None:
         for op, spec in enumerate(self.program):

@@ -54,6 +54,7 @@ class TcpProxy:
             self._server.close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        self._loop.close()
 
     def cut(self) -> int:
         """Abort every open connection now; returns how many were cut."""
