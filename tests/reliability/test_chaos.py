@@ -454,7 +454,7 @@ class LiveFollowers:
         self.followers.append(follower)
         self.readers.append(reader.start())
 
-    async def settle(self, *, ended: bool = False) -> list[str]:
+    async def settle(self, *, ended: bool = False, within: float = WAIT) -> list[str]:
         """Wait (bounded) until every reader has what it will get (`ended`: until each got
         `end`); those that did not."""
 
@@ -462,7 +462,7 @@ class LiveFollowers:
             return bool(follower.ends) if ended else follower.settled()
 
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(WAIT):
+            async with asyncio.timeout(within):
                 while not all(done(f) for f in self.followers):  # noqa: ASYNC110
                     await asyncio.sleep(0.05)  # many readers' states: no one event to await
         return [f.describe() for f in self.followers if not done(f)]
@@ -587,7 +587,7 @@ async def test_readers_on_another_replica_under_cpu_load_hold_exactly_a_prefix(
         await asyncio.to_thread(b.start)
         try:
             async with httpx.AsyncClient(base_url=a.base_url, timeout=WAIT) as http:
-                live = LiveFollowers(b.base_url, lambda: drops.uniform(0.3, 4.0))
+                live = LiveFollowers(b.base_url, lambda: drops.uniform(1.0, 6.0))
                 late = LiveFollowers(b.base_url)
                 try:
                     with busy_core():
@@ -601,8 +601,8 @@ async def test_readers_on_another_replica_under_cpu_load_hold_exactly_a_prefix(
                         for stream in streams:
                             if stream.generation is not None:
                                 late.start(stream)
-                        behind = await live.settle()
-                        late_behind = await late.settle(ended=True)
+                        behind = await live.settle(within=WAIT * 3)
+                        late_behind = await late.settle(ended=True, within=WAIT * 3)
                 finally:
                     await live.close()
                     await late.close()
