@@ -381,7 +381,9 @@ def crowd(plan: Plan) -> int:
     import tempfile
 
     sizes = SIZES[plan.name]
-    with tempfile.TemporaryDirectory(prefix="eventlog-bench-crowd-") as workdir:
+    keep = os.environ.get("BENCH_KEEP_LOGS")
+    with tempfile.TemporaryDirectory(prefix="eventlog-bench-crowd-") as tmp:
+        workdir = keep or tmp
         began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         load_before = os.getloadavg()
         with servers.throwaway_postgres() as url:

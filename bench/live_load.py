@@ -30,7 +30,7 @@ from typing import Any
 
 import uvloop
 
-from bench.wire import Connection
+from bench.wire import Connection, WireError
 from bench.workload import PROGRESS
 
 HOST = "127.0.0.1"
@@ -275,7 +275,11 @@ async def _window(
         while (began := time.perf_counter()) < end:
             token = targets[turn % len(targets)]
             turn += 1
-            status, _ = await conn.request("POST", f"/v1/generations/{token}/events", body)
+            path = f"/v1/generations/{token}/events"
+            try:
+                status, _ = await conn.request("POST", path, body)
+            except WireError:  # a kept connection closed while idle (uvicorn's keep-alive
+                status, _ = await conn.request("POST", path, body)  # timeout): unread, resent
             if status in (200, 201):
                 acked[token] = acked.get(token, 0) + 1
                 latencies.append(time.perf_counter() - began)
