@@ -117,9 +117,10 @@ def test_a_redirect_is_never_followed(hostile: str, call: str) -> None:
         ("ws-wrong-id", "MalformedResponse", "UntrustedResponse"),
         ("ws-missing-fields", "MalformedResponse", "UntrustedResponse"),
         ("ws-close", "ServiceUnreachable", "EventLogError"),
-        # The client closes at the announced size; the service, still sending, never
-        # ends the TCP connection, so the attempt's deadline does.
-        ("ws-huge", "DeadlineExceeded", "ServiceUnreachable"),
+        # The client closes at the announced size (1009); whether the closing handshake
+        # completes before the attempt's deadline depends on the service, still sending:
+        # either way it is a ServiceUnreachable, never the data.
+        ("ws-huge", "DeadlineExceeded|ServiceUnreachable", "ServiceUnreachable"),
         ("ws-silent", "DeadlineExceeded", "ServiceUnreachable"),
     ],
 )
@@ -127,7 +128,7 @@ def test_a_channel_that_answers_badly_is_a_typed_error(
     hostile: str, key: str, error: str, kind: str
 ) -> None:
     outcome = run_call(hostile, key, "channel-append", within=30)
-    assert outcome["error"] == error, outcome
+    assert outcome["error"] in error.split("|"), outcome
     assert kind in outcome["kinds"]
     assert outcome["fallbacks"] == {}, outcome
     assert outcome["seconds"] < 10, outcome  # the deadline is 3 s
