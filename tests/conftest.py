@@ -13,10 +13,14 @@ from app.settings import Settings
 from app.storage.migrate import upgrade
 from tests.support.app import app_client, make_settings
 from tests.support.databases import (
+    BACKEND_PARAMS,
+    backend_database,
     drop_postgres_database,
     empty_postgres,
     require_postgres_database,
 )
+from tests.support.processes import eventlog_service
+from tests.support.sse import WAIT
 
 # Fixtures of the support modules that more than one folder uses.
 pytest_plugins = ["tests.support.browser"]
@@ -91,3 +95,20 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client talking to the app in-process, lifespan included."""
     async with app_client(settings) as http:
         yield http
+
+
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
+def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a service process for the module, on the backend of the param, with
+    the module's `SERVER_ENV` (modules that serve otherwise define their own `base`)."""
+    workdir = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])
+    env = getattr(request.module, "SERVER_ENV", {})
+    with eventlog_service(backend_database(request, workdir), workdir, env=env) as server:
+        yield server
+
+
+@pytest.fixture
+async def http(base: str) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of `base`."""
+    async with httpx.AsyncClient(base_url=base, timeout=WAIT) as client:
+        yield client

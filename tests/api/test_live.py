@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ import httpx
 import pytest
 
 from app.api.live import EventStreamResponse
-from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.processes import eventlog_service, running_server
+from tests.support.processes import running_server
 from tests.support.sse import WAIT, Reader, control, reading
 
 pytestmark = pytest.mark.process
@@ -33,20 +32,6 @@ SERVER_ENV = {
     "EVENTLOG_LIVE_MAX_WAIT_SECONDS": "5",
     "EVENTLOG_RETENTION_INTERVAL_SECONDS": "0",
 }
-
-
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The base URL of a service process on the backend of the param."""
-    workdir = tmp_path_factory.mktemp("live")
-    with eventlog_service(backend_database(request, workdir), workdir, env=SERVER_ENV) as server:
-        yield server
-
-
-@pytest.fixture
-async def http(base: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=base, timeout=WAIT) as client:
-        yield client
 
 
 async def open_generation(http: httpx.AsyncClient, stream: str, **options: Any) -> str:

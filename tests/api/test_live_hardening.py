@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.processes import eventlog_service
 from tests.support.sse import WAIT, control, reading
 
 pytestmark = pytest.mark.process
@@ -29,19 +26,6 @@ SERVER_ENV = {
     "EVENTLOG_LIVE_RETRY_MS": "250",
     "EVENTLOG_RETENTION_INTERVAL_SECONDS": "0",
 }
-
-
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    workdir = tmp_path_factory.mktemp("live-hardening")
-    with eventlog_service(backend_database(request, workdir), workdir, env=SERVER_ENV) as server:
-        yield server
-
-
-@pytest.fixture
-async def http(base: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=base, timeout=WAIT) as client:
-        yield client
 
 
 async def open_generation(http: httpx.AsyncClient, stream: str) -> str:

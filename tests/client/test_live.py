@@ -10,7 +10,7 @@ item of the follower, the service's audit log counting a decision), never slept 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -32,8 +32,6 @@ from mcp_eventlog_client import (
     ValidationFailed,
 )
 
-from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.processes import eventlog_service
 from tests.support.transports import DropStreamOnce, RefuseConnections
 
 pytestmark = pytest.mark.process
@@ -47,14 +45,6 @@ SERVER_ENV = {
     "EVENTLOG_RETENTION_INTERVAL_SECONDS": "0",
 }
 TRANSPORTS = ["default", "httpx"]
-
-
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The base URL of a service process on the backend of the param."""
-    workdir = tmp_path_factory.mktemp("client-live")
-    with eventlog_service(backend_database(request, workdir), workdir, env=SERVER_ENV) as server:
-        yield server
 
 
 @pytest.fixture

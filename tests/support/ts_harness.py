@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -26,7 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from tests.support.needs import missing
+from tests.support.node import ensure_node_project
 
 HARNESS = Path(__file__).resolve().parent / "ts_client"
 REPO = HARNESS.parents[2]
@@ -40,25 +38,7 @@ Line = dict[str, Any]
 
 def ensure_ts_client() -> str:
     """The path of `node`, with the harness's dependencies installed (`npm ci`)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        missing("Node and npm for the TypeScript client tests", "node or npm is not on PATH")
-    if not all(_installed(package) == version for package, version in SDKS.values()):
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=HARNESS,
-            check=True,
-            timeout=300,
-        )
-    return node
-
-
-def _installed(package: str) -> str | None:
-    manifest = HARNESS / "node_modules" / package / "package.json"
-    if not manifest.exists():
-        return None
-    version: str = json.loads(manifest.read_text())["version"]
-    return version
+    return ensure_node_project(HARNESS, dict(SDKS.values()), "the TypeScript client tests")
 
 
 class TsClient:

@@ -12,20 +12,8 @@
 
 import { parseArgs } from "node:util";
 
-import {
-  AppendChannel,
-  EventLogClient,
-  EventLogEventStore,
-  type McpMessage,
-} from "../src/index.js";
-
-function progress(step: number): McpMessage {
-  return {
-    jsonrpc: "2.0",
-    method: "notifications/progress",
-    params: { progressToken: 7, progress: step, total: 1000, message: `step ${step}` },
-  };
-}
+import { AppendChannel, EventLogClient, EventLogEventStore } from "../src/index.js";
+import { perMessage, progress } from "./messages.js";
 
 interface Figures {
   readonly p50_ms: number;
@@ -47,22 +35,6 @@ function figures(timings: number[]): Figures {
     mean_ms: mean,
     count: ordered.length,
   };
-}
-
-async function perMessage(
-  store: EventLogEventStore,
-  stream: string,
-  messages: number,
-): Promise<number[]> {
-  await store.storeEvent(stream, {} as McpMessage); // the priming event opens the generation
-  const timings: number[] = [];
-  for (let step = 1; step <= messages; step += 1) {
-    const message = progress(step);
-    const started = performance.now();
-    await store.storeEvent(stream, message);
-    timings.push(performance.now() - started);
-  }
-  return timings;
 }
 
 async function perAppend(

@@ -14,32 +14,10 @@ import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 
 import { InMemoryEventStore } from "@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js";
-import type { EventStore } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 
 import { EventLogClient, EventLogEventStore } from "../src/index.js";
 import { type Backend, startService } from "../test/support/service.js";
-
-function progress(step: number): JSONRPCMessage {
-  return {
-    jsonrpc: "2.0",
-    method: "notifications/progress",
-    params: { progressToken: 7, progress: step, total: 1000, message: `step ${step}` },
-  };
-}
-
-/** Milliseconds each `storeEvent` took, one after another on one stream. */
-async function perMessage(store: EventStore, stream: string, messages: number): Promise<number[]> {
-  await store.storeEvent(stream, {} as JSONRPCMessage); // the priming event opens the generation
-  const timings: number[] = [];
-  for (let step = 1; step <= messages; step += 1) {
-    const message = progress(step);
-    const started = performance.now();
-    await store.storeEvent(stream, message);
-    timings.push(performance.now() - started);
-  }
-  return timings;
-}
+import { perMessage, progress } from "./messages.js";
 
 /** Milliseconds each bare `append` took: the service's own share of `storeEvent`. */
 async function perAppend(log: EventLogClient, messages: number): Promise<number[]> {

@@ -16,7 +16,6 @@ import {
   ChannelUnavailable,
   defaultAppendTransport,
   EventLogClient,
-  EventLogError,
   EventLogEventStore,
   type NewEvent,
   SeqConflict,
@@ -37,19 +36,10 @@ import {
 } from "./support/mcp.js";
 import { FaultyProxy } from "./support/proxy.js";
 import { BACKENDS, postgresSkip, type Service, startService } from "./support/service.js";
+import { failure } from "./support/failure.js";
 import { waitFor } from "./support/wait.js";
 
 const QUICK = { attempts: 4, baseDelayMs: 5, maxDelayMs: 50 };
-
-async function failure(promise: Promise<unknown>): Promise<EventLogError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof EventLogError, `not an EventLogError: ${String(error)}`);
-    return error;
-  }
-  assert.fail("the call succeeded");
-}
 
 function events(from: number, to: number): NewEvent[] {
   const list: NewEvent[] = [];

@@ -13,15 +13,12 @@ TypeScript servers' locked npm dependencies (`npm ci`) when they are missing.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.needs import missing
+from tests.support.node import ensure_node_project
 from tests.support.processes import ServerProcess, free_port
 
 HERE = Path(__file__).resolve().parent
@@ -32,25 +29,7 @@ TS_PACKAGES = {"@modelcontextprotocol/sdk": "1.32.2", "@modelcontextprotocol/ser
 
 def ensure_ts_server() -> str:
     """The path of `node`, with the TypeScript servers' dependencies installed (`npm ci`)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        missing("Node and npm for the TypeScript upstreams", "node or npm is not on PATH")
-    if not all(_installed(name) == version for name, version in TS_PACKAGES.items()):
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=TS_SERVER,
-            check=True,
-            timeout=300,
-        )
-    return node
-
-
-def _installed(package: str) -> str | None:
-    manifest = TS_SERVER / "node_modules" / package / "package.json"
-    if not manifest.exists():
-        return None
-    version: str = json.loads(manifest.read_text())["version"]
-    return version
+    return ensure_node_project(TS_SERVER, TS_PACKAGES, "the TypeScript upstreams")
 
 
 def upstream_process(name: str, workdir: Path, port: int | None = None) -> ServerProcess:
