@@ -20,6 +20,7 @@ from tests.support.databases import (
     require_postgres_database,
 )
 from tests.support.processes import eventlog_service
+from tests.support.soak import soak_enabled
 from tests.support.sse import WAIT
 
 # Fixtures of the support modules that more than one folder uses.
@@ -29,11 +30,16 @@ BACKENDS = ("sqlite", "postgresql")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the PostgreSQL backend, so `-m "not postgresql"` works."""
+    """Mark every test that uses the PostgreSQL backend, so `-m "not postgresql"` works; skip
+    `soak`-marked tests unless the soak flag is set (`EVENTLOG_SOAK=1`, `make soak`)."""
+    soak = soak_enabled()
+    skip = pytest.mark.skip(reason="long variant: set EVENTLOG_SOAK=1 (or run `make soak`)")
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("backend") == "postgresql":
             item.add_marker(pytest.mark.postgresql)
+        if not soak and item.get_closest_marker("soak") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ from tests.support.processes import ServerProcess, free_port
 from tests.support.upstreams import upstream_process
 from tests.support.waiting import until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.soak]  # make soak: over the CI budget
 
 PROTOCOL = "2025-11-25"
 HEADERS = {

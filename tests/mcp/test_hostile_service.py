@@ -48,7 +48,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ("ws-missing-fields", "malformed_response"),
         ("ws-silent", "timeout"),
         ("ws-close", "unreachable"),
-        ("ws-huge", "timeout"),
+        # Closed at the announced size (1009): a timeout, or unreachable when the closing
+        # handshake completes first (as tests/client/test_hostile_service.py's ws-huge).
+        ("ws-huge", "timeout|unreachable"),
     ],
 )
 async def test_a_session_goes_on_whatever_the_service_answers(
@@ -67,5 +69,6 @@ async def test_a_session_goes_on_whatever_the_service_answers(
     # Every message went out with a placeholder id: none claims to be stored.
     assert progress.tokens
     assert all(token.startswith("unstored:") for token in progress.tokens)
-    assert failures.get(cause, 0) >= 1, failures
-    assert set(failures) <= {cause, "outage"}, failures
+    causes = set(cause.split("|"))
+    assert sum(failures.get(c, 0) for c in causes) >= 1, failures
+    assert set(failures) <= causes | {"outage"}, failures

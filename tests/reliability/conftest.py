@@ -14,17 +14,6 @@ import pytest
 
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
-from tests.support.soak import soak_enabled
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip `soak`-marked tests unless the soak flag is set."""
-    if soak_enabled():
-        return
-    skip = pytest.mark.skip(reason="long variant: set EVENTLOG_SOAK=1 (or run `make soak`)")
-    for item in items:
-        if item.get_closest_marker("soak") is not None:
-            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -330,7 +330,7 @@ class LiveFollower:
             # about the generation being followed.
             self._reset(event.control(), self.claim if first else (self.on, len(self.held)))
         elif event.event == "end":
-            self._end(event.control())
+            self._end(event.control(), unclaimed)
         else:
             self._data(event, unclaimed)
 
@@ -362,10 +362,14 @@ class LiveFollower:
             self.on = fresh
             self.seen_generations.append(fresh)
 
-    def _end(self, control: dict[str, object]) -> None:
+    def _end(self, control: dict[str, object], unclaimed: bool) -> None:
         generation, terminal_seq = control["generation"], control["terminal_seq"]
-        if self.on is None and terminal_seq == 0 and generation not in self.seen_generations:
-            self.on = str(generation)  # the next generation came, empty and finished
+        fresh = generation not in self.seen_generations or unclaimed
+        if self.on is None and terminal_seq == 0 and fresh:
+            # The next generation came, empty and finished; or a connection without a claim
+            # was given the current generation whole, and it is empty (as `_data` allows a
+            # seen generation from seq 1 there).
+            self.on = str(generation)
         if generation != self.on or terminal_seq != len(self.held):
             self._violation(f"end of {generation} at {terminal_seq}, holding {len(self.held)}")
         self.ends.append(str(generation))
