@@ -15,7 +15,7 @@ SKIP = re.compile(r"pytest\.(skip\(|importorskip\(|mark\.skip\b|mark\.skipif\b)"
 # The skips that are not a missing server or tool: the soak marker (long variants run with
 # `make soak`) and a soak variant that is a SQLite setting, skipped on its PostgreSQL run.
 NOT_A_MISSING_TOOL = {
-    "reliability/conftest.py",
+    "conftest.py",
     "reliability/test_crash_safety.py",
     "support/needs.py",
 }
