@@ -194,6 +194,12 @@ class Settings(BaseSettings):
     gateway_reconnects: int = Field(
         default=3, ge=0, description="Reconnects to an upstream stream that gave event ids."
     )
+    gateway_fence_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="How long a recording that ended spoiled (its last batch unstored) retries "
+        "fencing its generation while the log is away.",
+    )
     gateway_shutdown_grace_seconds: float = Field(
         default=10.0, ge=0, description="How long shutdown waits for in-flight recordings."
     )

@@ -167,6 +167,7 @@ class Gateway:
             max_event=s.gateway_max_event_bytes,
             reconnects=s.gateway_reconnects,
             max_event_bytes=s.max_event_bytes,
+            fence_seconds=s.gateway_fence_seconds,
             on_lost=lambda kind: self._metrics.upstream_errors.labels("lost").inc(),
         )
         self._recordings.add(recording)

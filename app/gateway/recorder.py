@@ -11,6 +11,14 @@ those messages go out without an id, and the generation is *spoiled* (it lacks t
 the next batch first opens a new generation of the stream, which fences the spoiled one
 (a resume from one of its ids is then `reset`, never a silent gap). When the log is back,
 recording goes on there.
+
+When the stream ends spoiled — the batch the log could not store was its last, often the
+response itself — no next batch comes to fence it, and the spoiled generation would stay
+open: a resume from one of its ids would replay what it has and then wait for a terminal
+that never comes. `fence` closes that gap: once the recording is over it opens the new
+generation anyway (reason `reset`, at once terminal, no events), retrying with backoff
+while the log is away, up to `EVENTLOG_GATEWAY_FENCE_SECONDS`; resumes of the spoiled one
+are then `reset` (and its live readers get the reset frame).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ class Recorder:
         self._on_unstored = on_unstored
         self._on_stored = on_stored
         self.terminal = False
+        self.spoiled: str | None = None  # a stored generation that lacks messages, unfenced
 
     def submit(
         self, bodies: Sequence[EventBody], *, terminal: bool = False
@@ -80,6 +89,45 @@ class Recorder:
         """Wait until every submitted message is stored or given up."""
         while self._flusher is not None and not self._flusher.done():
             await asyncio.shield(self._flusher)
+
+    async def fence(self, within: float, *, first_wait: float = 0.25) -> bool:
+        """After the last `submit` (and `drain`): fence a spoiled generation that no later
+        batch fenced — a new generation, terminal and empty, retried with backoff while
+        the log is away, for up to `within` seconds. True when nothing is left spoiled."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        wait = first_wait
+        while self.spoiled is not None:
+            try:
+                await self._fence_once()
+            except Exception as error:  # the log is still away: retry, never raise
+                if loop.time() + wait > deadline:
+                    log.error(
+                        "generation %s of %s stays spoiled and open (not fenced in %.0f s): %s",
+                        self.spoiled,
+                        self.stream_id,
+                        within,
+                        error,
+                    )
+                    return False
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 10.0)
+        return True
+
+    async def _fence_once(self) -> None:
+        if self.token is None:
+            generation = await self._eventlog.open_generation(
+                self._tenant, self.stream_id, reason="reset", producer=self._producer
+            )
+            self.token, self._next_seq, self._reason = generation.token, 1, "reset"
+            # Superseded from here on: a resume of the spoiled one is `reset`.
+        if not self.terminal:
+            await self._eventlog.append(
+                self._tenant, self.token, [], first_seq=self._next_seq, terminal=True
+            )
+            self.terminal = True
+        spoiled, self.spoiled = self.spoiled, None
+        log.info("generation %s of %s (spoiled) fenced by %s", spoiled, self.stream_id, self.token)
 
     async def _flush(self) -> None:
         while self._pending:
@@ -112,6 +160,7 @@ class Recorder:
                 self._tenant, self.stream_id, reason=self._reason, producer=self._producer
             )
             self.token, self._next_seq, self._reason = generation.token, 1, "reset"
+            self.spoiled = None  # a new generation supersedes the spoiled one
         bodies = [body for entry in batch for body in entry.bodies]
         terminal = batch[-1].terminal
         result = await self._eventlog.append(
@@ -128,6 +177,8 @@ class Recorder:
 
     def _unstored(self, batch: list[_Entry], why: str) -> None:
         if not self.terminal:
+            if self.token is not None:
+                self.spoiled = self.token
             self.token = None  # spoiled: the next batch opens a new generation
             self._reason = "reset"
         for entry in batch:

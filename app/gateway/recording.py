@@ -13,6 +13,9 @@ reconnects to it (`GET` with its last id, after its `retry:`), up to
 `EVENTLOG_GATEWAY_RECONNECTS` times; otherwise (or once those are spent) it stores, as the
 terminal event, a JSON-RPC error for the request (`-32011`, `upstream_lost`).
 
+A recording that ends with its generation spoiled (the log was away for its last batch)
+fences it before the task ends (`Recorder.fence`), so no resume of it waits forever.
+
 The standalone GET stream has no response to wait for: its recording ends when the
 upstream ends it or when its client leaves, and its generation is then made terminal.
 """
@@ -61,6 +64,7 @@ class Recording:
         max_event: int,
         reconnects: int,
         max_event_bytes: int,
+        fence_seconds: float,
         on_lost: Callable[[str], None],
     ) -> None:
         self._upstream = upstream
@@ -72,6 +76,7 @@ class Recording:
         self._max_event = max_event
         self._reconnects = reconnects
         self._max_event_bytes = max_event_bytes
+        self._fence_seconds = fence_seconds
         self._on_lost = on_lost
         self._queue: asyncio.Queue[Relayed | object] = asyncio.Queue()
         self._client_gone = False
@@ -104,11 +109,13 @@ class Recording:
             self._queue.put_nowait(Relayed(stored, "" if data is None else data))
 
     async def _run(self) -> None:
+        shut_down = False
         try:
             if self._prime:
                 self._send([messages.priming_body()], None, terminal=False)
             await self._read_all()
         except asyncio.CancelledError:
+            shut_down = True
             await asyncio.shield(self._lose("the gateway shut down before the upstream answered"))
             raise
         except Exception as error:  # the client must hear of it, not hang
@@ -119,6 +126,9 @@ class Recording:
                 self._send_end()
             await self.recorder.drain()
             self._queue.put_nowait(_END)
+            # The client has its answer; a generation left spoiled is fenced (in the log).
+            # (On shutdown, one attempt: a log still away must not hold the exit.)
+            await self.recorder.fence(0 if shut_down else self._fence_seconds)
 
     async def _read_all(self) -> None:
         response: httpx.Response | None = self._response

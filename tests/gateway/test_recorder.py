@@ -103,3 +103,84 @@ async def test_a_batch_the_log_cannot_store_is_relayed_without_ids_then_a_new_ge
         "reset",
         "superseded",
     )
+
+
+async def test_a_stream_that_ends_spoiled_is_fenced_once_the_log_is_back(
+    container: Container, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The response itself could not be stored: no next batch fences the generation, so
+    `fence` does — retried while the log is away — and a resume of it is `reset`, not a
+    wait for a terminal that never comes."""
+    watched = Watched(container)
+    watched.gate.set()
+    monkeypatch.setattr(container.eventlog, "append", watched.append)
+    real_open = container.eventlog.open_generation
+    opens_refused = 0
+    retried = asyncio.Event()
+
+    async def open_generation(*args: Any, **kw: Any) -> Any:
+        nonlocal opens_refused
+        if watched.fail:
+            opens_refused += 1
+            if opens_refused >= 2:
+                retried.set()
+            raise StorageUnavailable("the database is down (a test says so)")
+        return await real_open(*args, **kw)
+
+    monkeypatch.setattr(container.eventlog, "open_generation", open_generation)
+    recorder, unstored = recorder_of(container)
+    stored = await recorder.submit(bodies_of('{"n":1}', 1000))
+    assert stored is not None
+    watched.fail = True
+    answer = recorder.submit(bodies_of('{"id":7,"result":{}}', 1000), terminal=True)
+    assert await answer is None
+    assert unstored == [1]
+    before = await container.eventlog.resume("default", stored, asked_stream=None, limit=10)
+    assert before.decision.verdict.value == "resume"  # open, and it would wait for ever
+
+    fencing = asyncio.create_task(recorder.fence(30, first_wait=0.05))
+    await asyncio.wait_for(retried.wait(), 10)  # the log is still away: it retries
+    assert not fencing.done()
+    watched.fail = False
+    assert await asyncio.wait_for(fencing, 10) is True
+    after = await container.eventlog.resume("default", stored, asked_stream=None, limit=10)
+    assert (after.decision.verdict.value, after.decision.reason.value) == ("reset", "superseded")
+    assert recorder.terminal
+    assert recorder.spoiled is None
+
+
+async def test_fencing_gives_up_after_its_time_and_says_so(
+    container: Container, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    watched = Watched(container)
+    watched.gate.set()
+    monkeypatch.setattr(container.eventlog, "append", watched.append)
+
+    async def refused(*_args: Any, **_kw: Any) -> Any:
+        raise StorageUnavailable("the database is down (a test says so)")
+
+    recorder, _ = recorder_of(container)
+    assert await recorder.submit(bodies_of('{"n":1}', 1000)) is not None
+    watched.fail = True
+    assert await recorder.submit(bodies_of('{"n":2}', 1000)) is None
+    monkeypatch.setattr(container.eventlog, "open_generation", refused)
+    assert await recorder.fence(0.2, first_wait=0.05) is False
+    assert recorder.spoiled is not None
+    assert "stays spoiled and open" in caplog.text
+
+
+async def test_a_stream_stored_whole_needs_no_fence(
+    container: Container, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[object] = []
+    real_open = container.eventlog.open_generation
+
+    async def open_generation(*args: Any, **kw: Any) -> Any:
+        opened.append(args)
+        return await real_open(*args, **kw)
+
+    monkeypatch.setattr(container.eventlog, "open_generation", open_generation)
+    recorder, _ = recorder_of(container)
+    assert await recorder.submit(bodies_of('{"id":7,"result":{}}', 1000), terminal=True)
+    assert await recorder.fence(5) is True
+    assert len(opened) == 1
