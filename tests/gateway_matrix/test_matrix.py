@@ -197,21 +197,12 @@ REFUSAL_PROGRAM = [
 @pytest.mark.parametrize("kind", ["unknown", "beyond_tail", "malformed"])
 @pytest.mark.parametrize(ARGS, full_cases())
 async def test_a_spoilt_token_fails_the_resume_visibly(
-    request: pytest.FixtureRequest,
     gateway_of: Any,
     db: str,
     upstream: str,
     client: str,
     kind: str,
 ) -> None:
-    if client == "py":
-        # Known and open (issue 18): with these claims the gateway answers the resumption
-        # GET with problem+json (the contract's "else problem+json"); the Python SDK client
-        # (mcp 2.3.0) raises HTTPStatusError inside its transport's task group instead of
-        # failing the request, which waits for its own timeout. Seen failing at this stop.
-        request.applymarker(
-            pytest.mark.xfail(reason="Python SDK client on a problem+json resume", strict=False)
-        )
     gateway = gateway_of(db, upstream)
     async with mcp_client(client, gateway.url, REFUSAL_PROGRAM) as run:
         await run.until(lambda r: bool(r.of(1, "waiting")))
