@@ -30,7 +30,7 @@ from app.api.deps import AdminServiceDep, SettingsDep, get_admin, page_limit
 from app.api.params import After, PageSize, QueryInt, StreamId, Token
 from app.api.problems import problem_responses
 from app.api.schemas import PageResponse
-from app.domain.decision import Reason, Verdict
+from app.domain.decision import Reason, ScopeReason, Verdict
 from app.domain.ids import STREAM_ID_MAX_LENGTH, STREAM_ID_PATTERN, StreamKey
 from app.errors import InvalidRequest
 
@@ -159,7 +159,7 @@ async def list_decisions(
         str | None, Query(pattern=STREAM_ID_PATTERN, max_length=STREAM_ID_MAX_LENGTH)
     ] = None,
     verdict: Verdict | None = None,
-    reason: Reason | None = None,
+    reason: Reason | ScopeReason | None = None,
     tenant: Tenant = None,
     limit: ListLimit = 100,
 ) -> DecisionList:

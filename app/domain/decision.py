@@ -39,6 +39,15 @@ class Reason(StrEnum):
     OK = "ok"
 
 
+class ScopeReason(StrEnum):
+    """Why a claim was refused *before* the decision table, by a rule of the front end
+    that read it (not a row of the table: `decide()` never returns one)."""
+
+    CROSS_SESSION = "cross_session"
+    """The gateway: the claimed generation is a stream of another MCP session (or of the
+    same session under another credential)."""
+
+
 class TerminalPolicy(StrEnum):
     """How a resume into a terminal generation is answered (setting `terminal_resume`)."""
 

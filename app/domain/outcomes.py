@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.domain.decision import Reason, Verdict
+from app.domain.decision import Reason, ScopeReason, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +19,7 @@ class Decided:
     stream_id: str | None
     last_event_id: str
     verdict: Verdict
-    reason: Reason
+    reason: Reason | ScopeReason
     generation: str | None
     delivered: int
 

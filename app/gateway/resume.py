@@ -4,7 +4,8 @@ The claim is decided by the Resume table (`LiveReads.follow`: the same audit ent
 metrics and explain as any resume), after one rule of the gateway's own: a claim whose
 generation is not a stream of the caller's scope — another MCP session's, or the same
 session's under another credential (`app.gateway.names`) — is `invalid` /
-`cross_session`, and nothing of that stream is sent.
+`cross_session`, and nothing of that stream is sent (audited like a table decision:
+the decision log, `eventlog_resume_verdicts_total`, the warning log).
 
 - `resume`: the messages after the claim (priming events skipped, split messages joined),
   then the rest live as it is recorded — by whichever replica reads the upstream — until
@@ -27,8 +28,9 @@ from starlette.responses import Response
 from app.api.live import EventStreamResponse
 from app.api.problems import problem
 from app.bootstrap import Container
-from app.domain.decision import Verdict
+from app.domain.decision import ScopeReason, Verdict
 from app.domain.ids import parse_event_id
+from app.domain.outcomes import Decided
 from app.errors import InvalidClaim
 from app.gateway import messages, sse
 from app.gateway.metrics import GatewayMetrics
@@ -36,7 +38,7 @@ from app.gateway.names import GET_STREAM, StreamNames, request_id_of
 from app.service.frames import EndFrame, EventFrame, Heartbeat, ResetFrame
 from app.service.live import Follow
 
-CROSS_SESSION = "cross_session"
+CROSS_SESSION = ScopeReason.CROSS_SESSION.value
 
 
 class Resumes:
@@ -76,6 +78,19 @@ class Resumes:
         named = self._names.parse(stream_id)
         if named is None or named[0] != scope:
             self._metrics.resumes.labels("invalid", CROSS_SESSION).inc()
+            # Audited like a decision of the table (the decision log, the verdict metric,
+            # the warning): a claim of another session's stream is a bug or a spoof.
+            self._container.observer.decided(
+                Decided(
+                    tenant=self._tenant,
+                    stream_id=stream_id,
+                    last_event_id=claim,
+                    verdict=Verdict.INVALID,
+                    reason=ScopeReason.CROSS_SESSION,
+                    generation=None if parsed is None else parsed.token,
+                    delivered=0,
+                )
+            )
             detail = "the id belongs to another MCP session (or another credential)"
             if named is None or named[1] == GET_STREAM:  # no request to fail
                 return problem(CROSS_SESSION, detail, members={"verdict": "invalid"})

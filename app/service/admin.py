@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from app.domain.decision import Reason, Verdict
+from app.domain.decision import Reason, ScopeReason, Verdict
 from app.domain.ids import StreamKey
 from app.errors import AmbiguousStream, UnknownStream
 from app.service.audit import DecisionAudit
@@ -157,7 +157,7 @@ class AdminService:
         *,
         stream_id: str | None = None,
         verdict: Verdict | None = None,
-        reason: Reason | None = None,
+        reason: Reason | ScopeReason | None = None,
         tenant: str | None = None,
         limit: int,
     ) -> list[DecisionEntry]:

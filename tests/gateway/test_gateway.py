@@ -206,6 +206,13 @@ async def test_each_refusal_fails_the_request_visibly_and_at_once(pair: Pair) ->
         metrics = (await http.get(f"{pair.gateway.base_url}/metrics")).text
     for verdict, reason in (("invalid", "cross_session"), ("reset", "expired")):
         assert f'eventlog_gateway_resumes_total{{reason="{reason}",verdict="{verdict}"}}' in metrics
+        assert f'eventlog_resume_verdicts_total{{reason="{reason}",verdict="{verdict}"}}' in metrics
+    # The cross-session claim is in the decision log like any decision, filterable by it.
+    listed = await admin(pair, "/decisions?reason=cross_session")
+    assert isinstance(listed, dict)
+    (entry,) = [d for d in listed["decisions"] if d["last_event_id"] == theirs.tokens[1]]
+    assert (entry["verdict"], entry["reason"]) == ("invalid", "cross_session")
+    assert entry["generation"] == theirs.tokens[1].rsplit(":", 1)[0]
 
 
 async def test_refusals_without_a_request_are_problems(pair: Pair) -> None:
