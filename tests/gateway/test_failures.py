@@ -4,6 +4,7 @@ unavailable mid-stream, the gateway shuts down mid-call. Each test has its own p
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from tests.gateway.clients import Progress, call_progress, mcp_client, seqs_of, 
 from tests.support.gateway import gateway_process_of, python_upstream
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.process
 
@@ -96,6 +98,15 @@ def _sqlite_locked(database_url: str) -> Iterator[None]:
         conn.close()
 
 
+async def _standalone_recorded(gateway: ServerProcess) -> bool:
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=10) as http:
+        listed = (await http.get("/admin/v1/streams", params={"prefix": "mcp."})).json()
+    return any(
+        s["stream_id"].endswith("._GET_stream") and (s.get("current") or {}).get("tail_seq")
+        for s in listed["streams"]
+    )
+
+
 async def _messages_flow_while_the_log_cannot_store(
     gateway: ServerProcess,
     upstream: ServerProcess,
@@ -119,6 +130,9 @@ async def _messages_flow_while_the_log_cannot_store(
         tasks.start_soon(call)
         with anyio.fail_after(30):
             await progress.at(2).wait()
+            # The client's standalone GET stream is recorded too (its priming event): wait
+            # for it, so that the only messages the outage leaves unstored are steps 3-4.
+            await until(lambda: _standalone_recorded(gateway))
             unavailable()
             await open_gate(upstream, "db:continue")
             await progress.when(lambda: len(progress.steps) >= 4).wait()
@@ -140,7 +154,9 @@ async def _messages_flow_while_the_log_cannot_store(
             generation = (await http.get(f"/admin/v1/generations/{token}")).json()
             assert seq <= generation["tail_seq"]
         metrics = (await http.get("/metrics")).text
-    assert "eventlog_gateway_unstored_messages_total 2.0" in metrics
+    unstored = re.search(r"^eventlog_gateway_unstored_messages_total (\S+)$", metrics, re.M)
+    assert unstored is not None
+    assert unstored.group(1) == "2.0", unstored.group(0)
 
 
 async def test_sqlite_unavailable_mid_stream_messages_flow_without_ids(tmp_path: Path) -> None:
