@@ -152,17 +152,24 @@ def suite(plan: Plan, workdir: Path) -> Results:
         )
     else:
         say("bus: PostgreSQL (BENCH_POSTGRES_DSN) is not answering: its row skipped")
-    out["typescript"] = _typescript(SECONDS[plan.name])
+    out["typescript"] = _typescript(SECONDS[plan.name], "sqlite")
+    if servers.postgres_available():
+        out["typescript"] = {
+            **(out["typescript"] or {}),
+            **(_typescript(SECONDS[plan.name], "postgresql") or {}),
+        }
     for name, row in (out["typescript"] or {}).items():
         say(f"  {name:<56} p50 {row['p50']:8.2f} ms  p99 {row['p99']:8.2f} ms")
     return out
 
 
-def _typescript(seconds: float) -> dict[str, Any] | None:
-    """The TypeScript bench (`npm run bench:bus`, its own service process on SQLite): the
-    SDK's `InMemoryServerEventBus` and two `EventLogServerEventBus` replicas, same rate."""
+def _typescript(seconds: float, backend: str) -> dict[str, Any] | None:
+    """The TypeScript bench (`npm run bench:bus`, its own service processes: one on SQLite,
+    two on one PostgreSQL database): the SDK's `InMemoryServerEventBus` and two
+    `EventLogServerEventBus` replicas, same rate."""
     try:
         command = ["npm", "run", "--silent", "bench:bus", "--", "--seconds", f"{seconds:g}"]
+        command += ["--backend", backend]
         done = subprocess.run(  # noqa: S603 (our own package's script)
             [*command, "--json"],
             cwd=servers.REPO / "clients" / "typescript",
@@ -175,9 +182,10 @@ def _typescript(seconds: float) -> dict[str, Any] | None:
         say(f"bus: the TypeScript bench did not run ({type(error).__name__}): its rows skipped")
         return None
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])["figures"]
+    across = "1 service, SQLite" if backend == "sqlite" else "2 services, PostgreSQL"
     names = {
-        "InMemoryServerEventBus": "TypeScript SDK InMemoryServerEventBus (one process)",
-        "EventLogServerEventBus": "TypeScript EventLogServerEventBus, 2 buses, 1 service, SQLite",
+        "InMemoryServerEventBus": f"TypeScript SDK InMemoryServerEventBus ({backend} run)",
+        "EventLogServerEventBus": f"TypeScript EventLogServerEventBus, 2 buses, {across}",
     }
     return {names.get(name, name): row for name, row in figures.items()}
 

@@ -106,6 +106,8 @@ export interface Service {
   readonly backend: Backend;
   readonly url: string;
   readonly port: number;
+  /** The database it serves (`EVENTLOG_DATABASE_URL`). */
+  readonly databaseUrl: string;
   /** What the process printed so far. */
   output(): string;
   /** Kill the process (as a crash would: live readers would hold a graceful stop for up to
@@ -119,6 +121,9 @@ export interface Service {
 export interface ServiceOptions {
   /** Extra `EVENTLOG_*` settings. */
   readonly env?: Readonly<Record<string, string>>;
+  /** Another replica: serve the database of this running service (migrated, and dropped
+   *  by its own `stop`) instead of a fresh one. */
+  readonly replicaOf?: Service;
 }
 
 function serviceEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
@@ -142,7 +147,10 @@ export async function startService(
 ): Promise<Service> {
   let databaseUrl: string;
   let cleanup: () => Promise<void>;
-  if (backend === "sqlite") {
+  if (options.replicaOf !== undefined) {
+    databaseUrl = options.replicaOf.databaseUrl;
+    cleanup = async () => undefined; // the first replica's `stop` drops the database
+  } else if (backend === "sqlite") {
     const dir = mkdtempSync(join(tmpdir(), "eventlog-ts-"));
     databaseUrl = `sqlite+aiosqlite:///${join(dir, "eventlog.db")}`;
     cleanup = async () => rmSync(dir, { recursive: true, force: true });
@@ -163,6 +171,7 @@ export async function startService(
   let process_ = launch(env, port);
   const service: Service = {
     backend,
+    databaseUrl,
     url: `http://127.0.0.1:${port}`,
     port,
     output: () => process_.output,
