@@ -73,7 +73,7 @@ test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
 test-typescript: $(STAMP)  ## the TypeScript package (clients/typescript): npm ci, then its tests against the service (SQLite and PostgreSQL)
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
 
-soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing) and the gateway's matrix of upstreams x clients: ~20 min
+soak: $(STAMP)  ## the long reliability variants (kill -9 rounds, PostgreSQL restarts, fuzzing) and the gateway's whole matrix of upstreams x clients: ~20 min
 	EVENTLOG_SOAK=1 $(BIN)/python -m pytest tests/reliability tests/gateway_matrix $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff check, ruff format --check, the import contracts (lint-imports), mypy --strict on app and the Python client; tsc and prettier on the TypeScript one

@@ -25,7 +25,7 @@ from tests.support.tcp_proxy import TcpProxy
 from tests.support.ts_harness import CLIENTS, Line, TsClient, mcp_client
 from tests.support.upstreams import UPSTREAMS
 
-pytestmark = [pytest.mark.process, pytest.mark.soak]  # make soak: over the CI budget
+pytestmark = pytest.mark.process
 
 FULL = {"sqlite": ("ts-v2", "ts-v1"), "postgresql": ("fastmcp", "py")}
 """The pairing (upstream, client) that runs every case, per database."""

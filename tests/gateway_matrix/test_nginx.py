@@ -20,7 +20,7 @@ from tests.support.tcp_proxy import TcpProxy
 from tests.support.ts_harness import TsClient, mcp_client
 from tests.support.upstreams import upstream_process
 
-pytestmark = [pytest.mark.process, pytest.mark.postgresql, pytest.mark.soak]  # make soak
+pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
 CONFIG = REPO / "deploy" / "nginx" / "gateway.conf"
 

@@ -14,7 +14,7 @@ import pytest
 from tests.support.ts_harness import CLIENTS, mcp_client
 from tests.support.upstreams import UPSTREAMS, upstream
 
-pytestmark = [pytest.mark.process, pytest.mark.soak]  # make soak: over the CI budget
+pytestmark = pytest.mark.process
 
 
 @pytest.fixture(scope="module", params=UPSTREAMS)
