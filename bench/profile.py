@@ -1,4 +1,4 @@
-"""`python -m bench.profile append|resume [--postgres]`: where a hot path spends its time.
+"""`python -m bench.profile append|channel|resume [--postgres]`: where a hot path spends its time.
 
 Starts the real service under py-spy (as its parent, so no ptrace privilege is needed),
 drives it (appends: wrk, 16 connections each on its own generation, or the Python load
@@ -35,6 +35,7 @@ from pathlib import Path
 
 from bench import seed, servers, wrkload
 from bench.append_cost import open_generations
+from bench.channel_cost import channel_load
 from bench.child import measure
 from bench.report import RESULTS_DIR
 
@@ -252,7 +253,8 @@ def profile(
     connections: int,
     batch: int = 1,
 ) -> str:
-    """Profile the `append` (N connections, 1 event) or `resume` (1 client) path."""
+    """Profile the `append` (N connections, 1 event), `channel` (N append channels) or
+    `resume` (1 client) path."""
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
     with ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="eventlog-profile-"))
@@ -281,7 +283,12 @@ def profile(
             spy = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
         try:
             _wait_port(port)
-            if path in ("append", "noop"):
+            if path == "channel":  # the append channel: N WebSockets, one frame in flight each
+                tokens = open_generations(port, "profile", connections)
+                warm = channel_load(port, tokens, batch=batch, seconds=1)
+                result = channel_load(port, tokens, batch=batch, seconds=seconds)
+                answered = int(warm["frames"] + result["frames"]) + connections
+            elif path in ("append", "noop"):
                 tokens = (
                     [f"noop-{i}" for i in range(connections)]
                     if path == "noop"
@@ -326,7 +333,7 @@ def _wait_port(port: int) -> None:
 def main() -> int:
     """`python -m bench.profile {append,resume} [--postgres] [--gil] [--seconds S]`."""
     parser = argparse.ArgumentParser(prog="bench.profile", description=__doc__)
-    parser.add_argument("path", choices=("append", "noop", "resume"))
+    parser.add_argument("path", choices=("append", "channel", "noop", "resume"))
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--batch", type=int, default=1, help="events per append")
