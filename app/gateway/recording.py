@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import logging
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -78,7 +79,8 @@ class Recording:
         self._max_event_bytes = max_event_bytes
         self._fence_seconds = fence_seconds
         self._on_lost = on_lost
-        self._queue: asyncio.Queue[Relayed | object] = asyncio.Queue()
+        self._queue: deque[Relayed | object] = deque()  # what the client is yet to be sent
+        self._queued = asyncio.Event()
         self._client_gone = False
         self.answered = False
         self.task: asyncio.Task[None] | None = None
@@ -88,15 +90,28 @@ class Recording:
         self.task = asyncio.create_task(self._run(), name=f"recording {self.recorder.stream_id}")
 
     async def relay(self) -> AsyncGenerator[bytes]:
-        """What the client is sent, as it is stored; ends with the upstream's response."""
+        """What the client is sent, as it is stored; ends with the upstream's response.
+
+        The messages one commit stored are stored together, so whatever is already stored
+        behind the one awaited goes out in the same write (in order), not one write each.
+        """
+        queue = self._queue
         try:
             while True:
-                item = await self._queue.get()
+                while not queue:
+                    self._queued.clear()
+                    await self._queued.wait()
+                item = queue.popleft()
                 if item is _END:
                     return
                 assert isinstance(item, Relayed)
                 event_id = await item.stored
-                yield sse.encode(item.data, id=event_id)
+                out = [sse.encode(item.data, id=event_id)]
+                while queue and isinstance(queue[0], Relayed) and queue[0].stored.done():
+                    stored = queue.popleft()
+                    assert isinstance(stored, Relayed)
+                    out.append(sse.encode(stored.data, id=stored.stored.result()))
+                yield b"".join(out)
         finally:
             self._client_gone = True
             if self._request_id is None and self.task is not None and not self.task.done():
@@ -106,7 +121,8 @@ class Recording:
     def _send(self, bodies: Sequence[EventBody], data: str | None, *, terminal: bool) -> None:
         stored = self.recorder.submit(bodies, terminal=terminal)
         if not self._client_gone:
-            self._queue.put_nowait(Relayed(stored, "" if data is None else data))
+            self._queue.append(Relayed(stored, "" if data is None else data))
+            self._queued.set()
 
     async def _run(self) -> None:
         shut_down = False
@@ -125,7 +141,8 @@ class Recording:
             if self._request_id is None:
                 self._send_end()
             await self.recorder.drain()
-            self._queue.put_nowait(_END)
+            self._queue.append(_END)
+            self._queued.set()
             # The client has its answer; a generation left spoiled is fenced (in the log).
             # (On shutdown, one attempt: a log still away must not hold the exit.)
             await self.recorder.fence(0 if shut_down else self._fence_seconds)
