@@ -311,6 +311,13 @@ def suite(plan: Any, workdir: Path) -> Results:
 def write_markdown(out: Results) -> None:
     """bench/results/gateway.md: the table of this run (so far), ratios to `direct`."""
     out["loadavg"] = os.getloadavg()
+    RESULTS_MD.write_text(markdown(out))
+
+
+def markdown(out: Results | None) -> str:
+    """The gateway's table (ratios to `direct`) and its RSS line, as Markdown."""
+    if not out or "targets" not in out:
+        return "Gateway: not measured in this run."
     direct = out["targets"].get("direct")
     for result in out["targets"].values():
         if direct is not None:
@@ -336,7 +343,7 @@ def write_markdown(out: Results) -> None:
         if "sessions" in rss
         else f"Gateway RSS at {SESSIONS} sessions: not measured ({rss.get('error')})."
     )
-    text = "\n".join(
+    return "\n".join(
         [
             "# The gateway's cost (`make bench`, bench/gateway.py)",
             "",
@@ -344,7 +351,7 @@ def write_markdown(out: Results) -> None:
             "and a result; every target in front of the same SDK server (no event store "
             "of its own, except `eventlog-store`, which is that server with our HTTP "
             "`EventLogEventStore`). "
-            f"Taken on a shared 2-core machine under load (load average {out['loadavg'][0]:.1f}): "
+            f"Taken on a shared 2-core machine (load average {out.get('loadavg', [0.0])[0]:.1f}): "
             "read the ratios, not the absolute figures.",
             "",
             *rows,
@@ -353,7 +360,6 @@ def write_markdown(out: Results) -> None:
             "",
         ]
     )
-    RESULTS_MD.write_text(text)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import bus, live
+from bench import bus, channel_cost, gateway, live, ts_channel
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -302,8 +302,16 @@ def table(results: dict[str, Any]) -> str:
         f"| {r.what} | {r.result} | {r.compared_with} | {r.ratio} | {r.target} | {r.met} |"
         for r in rows(results)
     ]
+    if results.get("channel_cost"):
+        lines += ["", "### The append channel and the PostgreSQL append (issue 19)", ""]
+        lines += [channel_cost.table(results["channel_cost"])]
+    if results.get("ts_channel"):
+        lines += ["", ts_channel.table(results["ts_channel"])]
     lines += ["", live.table(results.get("live"))]
     lines += ["", bus.table(results.get("bus"))]
+    if results.get("gateway"):
+        text = gateway.markdown(results["gateway"])
+        lines += ["", text.replace("# The gateway", "### The gateway", 1)]
     machine = results["machine"]
     lines.append("")
     lines.append(
