@@ -110,7 +110,7 @@ bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the
 	fi
 	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 
-bench: $(STAMP) bench-tools  ## the benchmarks (under 10 min): tables on stdout, JSON + PNG in bench/results/
+bench: $(STAMP) bench-tools  ## the benchmarks (about 15 min): tables on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench
 
 bench-quick: $(STAMP) bench-tools  ## the same at small sizes, without the TypeScript channel and gateway suites (about 4 min; CI's smoke run, never asserts times)
