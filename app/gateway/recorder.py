@@ -94,17 +94,24 @@ class Recorder:
         """After the last `submit` (and `drain`): fence a spoiled generation that no later
         batch fenced — a new generation, terminal and empty, retried with backoff while
         the log is away, for up to `within` seconds. True when nothing is left spoiled."""
+        spoiled = self.spoiled
+        if spoiled is None:
+            return True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         wait = first_wait
-        while self.spoiled is not None:
+        while True:
             try:
-                await self._fence_once()
+                # Once opened, the spoiled one is superseded: its resumes are `reset`.
+                token = self.token if self.token is not None else await self._open()
+                await self._eventlog.append(
+                    self._tenant, token, [], first_seq=self._next_seq, terminal=True
+                )
             except Exception as error:  # the log is still away: retry, never raise
                 if loop.time() + wait > deadline:
                     log.error(
                         "generation %s of %s stays spoiled and open (not fenced in %.0f s): %s",
-                        self.spoiled,
+                        spoiled,
                         self.stream_id,
                         within,
                         error,
@@ -112,22 +119,12 @@ class Recorder:
                     return False
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, 10.0)
-        return True
-
-    async def _fence_once(self) -> None:
-        if self.token is None:
-            generation = await self._eventlog.open_generation(
-                self._tenant, self.stream_id, reason="reset", producer=self._producer
-            )
-            self.token, self._next_seq, self._reason = generation.token, 1, "reset"
-            # Superseded from here on: a resume of the spoiled one is `reset`.
-        if not self.terminal:
-            await self._eventlog.append(
-                self._tenant, self.token, [], first_seq=self._next_seq, terminal=True
-            )
+                continue
             self.terminal = True
-        spoiled, self.spoiled = self.spoiled, None
-        log.info("generation %s of %s (spoiled) fenced by %s", spoiled, self.stream_id, self.token)
+            log.info(
+                "generation %s of %s (spoiled) fenced by %s", spoiled, self.stream_id, self.token
+            )
+            return True
 
     async def _flush(self) -> None:
         while self._pending:
@@ -154,23 +151,27 @@ class Recorder:
                 break
         return batch
 
+    async def _open(self) -> str:
+        """Open the stream's next generation (which supersedes a spoiled one); its token."""
+        generation = await self._eventlog.open_generation(
+            self._tenant, self.stream_id, reason=self._reason, producer=self._producer
+        )
+        self.token, self._next_seq, self._reason = generation.token, 1, "reset"
+        self.spoiled = None
+        return generation.token
+
     async def _append(self, batch: list[_Entry]) -> None:
-        if self.token is None:
-            generation = await self._eventlog.open_generation(
-                self._tenant, self.stream_id, reason=self._reason, producer=self._producer
-            )
-            self.token, self._next_seq, self._reason = generation.token, 1, "reset"
-            self.spoiled = None  # a new generation supersedes the spoiled one
+        token = self.token if self.token is not None else await self._open()
         bodies = [body for entry in batch for body in entry.bodies]
         terminal = batch[-1].terminal
         result = await self._eventlog.append(
-            self._tenant, self.token, bodies, first_seq=self._next_seq, terminal=terminal
+            self._tenant, token, bodies, first_seq=self._next_seq, terminal=terminal
         )
         seq = result.first_seq
         for entry in batch:
             seq += len(entry.bodies)
             if not entry.stored.done():
-                entry.stored.set_result(f"{self.token}:{seq - 1}")
+                entry.stored.set_result(f"{token}:{seq - 1}")
         self._next_seq = seq
         self.terminal = terminal
         self._on_stored(len(batch))
