@@ -128,7 +128,13 @@ _TAIL_UPDATES = {(c, t): _tail_update(c, t) for c in (False, True) for t in (Fal
 def tail_update(at: AtTail) -> ReturningUpdate[Any]:
     """The guarded `UPDATE … RETURNING` that moves the tail for `at` (built once), for a
     database whose own statement wraps it (PostgreSQL's one-statement append)."""
-    return _TAIL_UPDATES[(at.first_seq is not None, at.terminal)]
+    return tail_update_for(at.first_seq is not None, at.terminal)
+
+
+def tail_update_for(checked_seq: bool, terminal: bool) -> ReturningUpdate[Any]:
+    """The guarded `UPDATE … RETURNING` for an append that names its first seq or not, and
+    finishes the generation or not (for a database that compiles all four ahead: SQLite)."""
+    return _TAIL_UPDATES[(checked_seq, terminal)]
 
 
 def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
