@@ -32,7 +32,8 @@ class SseParser:
 
     def __init__(self, max_event: int) -> None:
         self._max_event = max_event
-        self._buffer = ""
+        self._held: list[str] = []  # the line under way, in the pieces it came in
+        self._held_size = 0
         self._pending_cr = False
         self._reset()
 
@@ -49,22 +50,42 @@ class SseParser:
         if self._pending_cr and text.startswith("\n"):
             text = text[1:]
         self._pending_cr = False
-        self._buffer += text
+        if "\n" not in text and "\r" not in text:  # a long line in many pieces: join once
+            self._hold(text)
+            return []
+        buffer = "".join((*self._held, text))
+        self._held.clear()
+        self._held_size = 0
         events: list[SseEvent] = []
-        while True:
-            cut = _line_end(self._buffer)
-            if cut is None:
-                if len(self._buffer) > self._max_event:
-                    raise SseTooLarge(f"an SSE line over {self._max_event} characters")
-                return events
-            start, end = cut
-            line, rest = self._buffer[:start], self._buffer[end:]
-            if self._buffer[start] == "\r" and end == len(self._buffer):
-                self._pending_cr = True  # a CRLF may be cut between two pieces
-            self._buffer = rest
-            event = self._line(line)
+        # Lines are cut by index and the rest kept once at the end (not re-sliced a line at
+        # a time), and each terminator is searched for once: linear in the piece's size.
+        at, lf, cr = 0, buffer.find("\n"), buffer.find("\r")
+        while lf != -1 or cr != -1:
+            if cr == -1 or (lf != -1 and lf < cr):
+                start, end = lf, lf + 1
+            elif cr + 1 < len(buffer) and buffer[cr + 1] == "\n":
+                start, end = cr, cr + 2
+            else:
+                start, end = cr, cr + 1
+                if end == len(buffer):
+                    self._pending_cr = True  # a CRLF may be cut between two pieces
+            event = self._line(buffer[at:start])
+            at = end
+            if lf != -1 and lf < at:
+                lf = buffer.find("\n", at)
+            if cr != -1 and cr < at:
+                cr = buffer.find("\r", at)
             if event is not None:
                 events.append(event)
+        self._hold(buffer[at:])
+        return events
+
+    def _hold(self, rest: str) -> None:
+        if rest:
+            self._held.append(rest)
+            self._held_size += len(rest)
+        if self._held_size > self._max_event:
+            raise SseTooLarge(f"an SSE line over {self._max_event} characters")
 
     def _line(self, line: str) -> SseEvent | None:
         if not line:
@@ -97,18 +118,6 @@ class SseParser:
             return None
         self._fields = True
         return None
-
-
-def _line_end(buffer: str) -> tuple[int, int] | None:
-    """Where the first line of `buffer` ends: (its end, the start of the next), or None."""
-    lf, cr = buffer.find("\n"), buffer.find("\r")
-    if cr == -1 and lf == -1:
-        return None
-    if cr == -1 or (lf != -1 and lf < cr):
-        return lf, lf + 1
-    if cr + 1 < len(buffer) and buffer[cr + 1] == "\n":
-        return cr, cr + 2
-    return cr, cr + 1
 
 
 async def events_of(chunks: AsyncIterable[str], max_event: int) -> AsyncIterator[SseEvent]:

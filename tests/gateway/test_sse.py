@@ -44,3 +44,20 @@ def test_what_is_written_parses_back() -> None:
         SseEvent('{"a":\n1}', id="t:1", event="m"),
         SseEvent("", id="t:2"),
     ]
+
+
+def test_many_events_in_one_piece_and_one_line_in_many() -> None:
+    """A piece holding thousands of events, and a line arriving in thousands of pieces,
+    parse as they would a piece at a time (the parser is linear in what it is fed)."""
+    parser = SseParser(1 << 20)
+    piece = "".join(f"id: {n}\r\ndata: {n}\r\n\r\n" for n in range(5_000))
+    events = parser.feed(piece[:-1]) + parser.feed(piece[-1:])
+    assert [(e.id, e.data) for e in events] == [(str(n), str(n)) for n in range(5_000)]
+    long = "x" * 100_000
+    fed = [parser.feed("data: ")] + [parser.feed(long[i : i + 10]) for i in range(0, 100_000, 10)]
+    assert fed == [[]] * 10_001
+    assert parser.feed("\n\n") == [SseEvent(long)]
+    for _ in range(104):
+        parser.feed("y" * 10_000)  # 1,040,000 characters held: under the limit
+    with pytest.raises(SseTooLarge):
+        parser.feed("y" * 10_000)
