@@ -9,9 +9,9 @@ the row first and applies the domain's rules. The statements are built once:
 SQLAlchemy's per-statement construction and cache key were most of an append's CPU
 (bench/results/append-path.md, section 4b).
 
-`two_statements` is every database's way today: it is the default of the dialect hook
-`Dialect.append_at_tail`, which a database with a better statement for the same append
-overrides (`tests/storage/test_append_path.py` holds each way to the full path's answers).
+`two_statements` is the default of the dialect hook `Dialect.append_at_tail`, which a
+database with a better way to run the same append overrides (PostgreSQL: one CTE that
+wraps the same `UPDATE`; SQLite: the same two statements on the driver's cursor) (`tests/storage/test_append_path.py` holds each way to the full path's answers).
 """
 
 from __future__ import annotations
