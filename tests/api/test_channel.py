@@ -384,9 +384,19 @@ async def test_a_producer_that_stops_reading_is_held_back_then_closed(
             await other.send(json.dumps(frame))
             assert (await answer_of(other))["status"] == 404
         # A backlog of frames in the socket's buffers is worked off first: patience.
-        async with asyncio.timeout(4 * WAIT):
-            while server.log().count("not_reading") == closed_before:  # noqa: ASYNC110
-                await asyncio.sleep(0.1)
+        try:
+            async with asyncio.timeout(4 * WAIT):
+                while server.log().count("not_reading") == closed_before:  # noqa: ASYNC110
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            # What the next engineer needs to find the open finding (see above).
+            closes = [line for line in server.log().splitlines() if "closing an append" in line]
+            stored = (await http.get(f"/v1/generations/{token}/events")).json()["tail_seq"]
+            raise AssertionError(
+                f"no not_reading close: flood finished={flooding.done()}, last frame stored="
+                f"{stored == 1}, the process grew {(server.rss() - before) / MIB:.1f} MiB, "
+                f"closes logged: {closes[-3:]}"
+            ) from None
         grown = server.rss() - before
     finally:
         flooding.cancel()
