@@ -22,7 +22,9 @@ Everything that is SQLite's alone is here, behind the hooks of `Dialect`:
   thread. Through the engine, those two statements cost ~180 µs of Python an append
   (execution context, parameter and result processing), on the one thread every write of
   the process waits for; on the cursor ~50 µs. Driver errors are raised as the engine
-  would raise them (`DBAPIError.instance`), a read-only connection invalidated;
+  would raise them (`DBAPIError.instance`), a read-only connection invalidated. Where
+  something listens to the engine's statements (tracing's span per statement), the append
+  runs through the engine instead, so that it sees them;
 - its spelling of `INSERT … ON CONFLICT DO NOTHING`; and no cross-replica lock, since one
   machine serves the file and every write is serialised anyway.
 """
@@ -92,7 +94,9 @@ class SqliteDialect(Dialect):
     def append_at_tail(self, conn: Connection, at: tail.AtTail) -> RowMapping | None:
         """The shared two statements, run on the stdlib driver's cursor (see the module)."""
         driver = conn.connection.dbapi_connection
-        if not isinstance(driver, sqlite3.Connection):  # not the writer thread's engine
+        if not isinstance(driver, sqlite3.Connection) or conn.dispatch.before_cursor_execute:
+            # Not the writer thread's engine, or something watches the engine's statements
+            # (tracing: a span per statement): through the engine, so that it sees them.
             return tail.two_statements(conn, at)
         statements = _driver_statements(conn.dialect)
         update = statements.updates[(at.first_seq is not None, at.terminal)]

@@ -228,3 +228,29 @@ def _translated(error: Exception) -> Exception:
     except Exception as storage_error:
         return storage_error
     raise AssertionError("unreachable")
+
+
+def test_sqlite_runs_the_append_through_the_engine_where_its_statements_are_watched(
+    sqlite_writer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Untraced, the cursor (the engine sees no statement); with a listener on the engine's
+    statements (tracing's span per statement), the engine, so that it sees both."""
+    from sqlalchemy import event
+
+    from app.storage import tail
+
+    through_engine: list[bool] = []
+    shared = tail.two_statements
+    monkeypatch.setattr(
+        tail, "two_statements", lambda *a: through_engine.append(True) or shared(*a)
+    )
+    with sqlite_writer.begin() as conn:
+        assert SqliteDialect().append_at_tail(conn, _at(first_seq=1)) is not None
+        conn.rollback()
+    assert through_engine == []
+    seen: list[str] = []
+    event.listen(sqlite_writer, "before_cursor_execute", lambda *a: seen.append(a[2]))
+    with sqlite_writer.begin() as conn:
+        assert SqliteDialect().append_at_tail(conn, _at(first_seq=1)) is not None
+    assert through_engine == [True]
+    assert [s.split()[0] for s in seen] == ["BEGIN", "UPDATE", "INSERT"]
