@@ -110,12 +110,7 @@ class SqliteDialect(Dialect):
                 return None
             moved = statements.generation(row)
             first_seq = moved["tail_seq"] - len(at.batch.bodies) + 1
-            rows = [
-                (at.generation_pk, seq, body.event, body.data, size)
-                for seq, (body, size) in enumerate(
-                    zip(at.batch.bodies, at.batch.sizes, strict=True), start=first_seq
-                )
-            ]
+            rows = at.batch.values(at.generation_pk, first_seq)
             _run(conn, cursor, statements.insert, rows, many=True)
         finally:
             with contextlib.suppress(sqlite3.Error):  # closed with an invalidated connection
@@ -177,9 +172,8 @@ def _driver_statements(dialect: Any) -> _DriverStatements:
     key = type(dialect)
     found = _STATEMENTS.get(key)
     if found is None:
-        row = insert(schema.events).values({c.name: c.name for c in _EVENT_COLUMNS})
-        compiled_insert = _Compiled.of(row, dialect)
-        assert compiled_insert.names == tuple(c.name for c in _EVENT_COLUMNS)
+        compiled_insert = _Compiled.of(insert(schema.events), dialect)  # every column a parameter
+        assert compiled_insert.names == tail.EVENT_COLUMNS  # the order `Batch.values` gives
         stamp = schema.UtcDateTime().dialect_impl(dialect).bind_processor(dialect)
         found = _DriverStatements(
             updates={
@@ -196,11 +190,6 @@ def _driver_statements(dialect: Any) -> _DriverStatements:
         )
         _STATEMENTS[key] = found
     return found
-
-
-_EVENT_COLUMNS = tuple(
-    schema.events.c[name] for name in ("generation_pk", "seq", "event", "data", "nbytes")
-)
 
 
 def _run(

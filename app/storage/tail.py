@@ -30,6 +30,9 @@ from app.domain.append import EventBody
 from app.storage import schema
 from app.storage.records import EventRecord
 
+EVENT_COLUMNS = ("generation_pk", "seq", "event", "data", "nbytes")
+"""The columns of an `events` row, in the order `Batch.values` gives them."""
+
 
 @dataclass(frozen=True, slots=True)
 class Batch:
@@ -50,10 +53,14 @@ class Batch:
 
     def rows(self, generation_pk: int, first_seq: int) -> list[dict[str, Any]]:
         """The batch as `events` rows of one generation, from `first_seq` on."""
+        values = self.values(generation_pk, first_seq)
+        return [dict(zip(EVENT_COLUMNS, row, strict=True)) for row in values]
+
+    def values(self, generation_pk: int, first_seq: int) -> list[tuple[Any, ...]]:
+        """The same rows as tuples, in `EVENT_COLUMNS` order (for a driver's own INSERT)."""
         pairs = zip(self.bodies, self.sizes, strict=True)
         return [
-            {"generation_pk": generation_pk, "seq": seq, "event": body.event, "data": body.data}
-            | {"nbytes": size}
+            (generation_pk, seq, body.event, body.data, size)
             for seq, (body, size) in enumerate(pairs, start=first_seq)
         ]
 
