@@ -72,7 +72,9 @@ class Database:
     async def read(self, work: Work[T]) -> T:
         """Run `work` in a read-only transaction that sees one committed snapshot."""
         with translated_errors():
-            return await on_open_connection(self._engines.snapshot, lambda c: c.run_sync(work))
+            return await on_open_connection(
+                self._engines.snapshot, self._engines.checkouts, lambda c: c.run_sync(work)
+            )
 
     async def write(self, work: Work[T], *, weight: int = 1) -> T:
         """Run `work` in a write transaction; returns once it is committed.
@@ -85,12 +87,12 @@ class Database:
 
     def exclusive(self, key: int) -> AbstractAsyncContextManager[bool]:
         """Hold the cross-replica lock `key` for a block (yields False if taken elsewhere)."""
-        return self.dialect.exclusive(self._engines.base, key)
+        return self.dialect.exclusive(self._engines, key)
 
     async def revision(self) -> str | None:
         """The schema revision the database is at; `StorageUnavailable` if it does not answer."""
         with translated_errors():
-            async with self._engines.base.connect() as conn:
+            async with self._engines.checkouts.slot(), self._engines.base.connect() as conn:
                 return await conn.run_sync(current_revision)
 
     async def check_writable(self) -> None:

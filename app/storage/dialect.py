@@ -41,7 +41,7 @@ from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
 from app.storage import tail
-from app.storage.transactions import Transactions
+from app.storage.transactions import Checkouts, Transactions
 from app.storage.wakeups import LocalCommits, WakeupSource
 
 _DIALECT = "eventlog.dialect"
@@ -49,10 +49,12 @@ _DIALECT = "eventlog.dialect"
 
 @dataclass(frozen=True, slots=True)
 class Engines:
-    """The async engine (reads, migrations, the advisory lock) and its snapshot view."""
+    """The async engine (reads, migrations, the advisory lock), its snapshot view, and the
+    turns in which their one pool's connections are handed out."""
 
     base: AsyncEngine
     snapshot: AsyncEngine
+    checkouts: Checkouts
 
 
 class Dialect(ABC):
@@ -84,7 +86,7 @@ class Dialect(ABC):
         """`INSERT INTO table … ON CONFLICT (keys) DO NOTHING`."""
 
     @abstractmethod
-    def exclusive(self, engine: AsyncEngine, key: int) -> AbstractAsyncContextManager[bool]:
+    def exclusive(self, engines: Engines, key: int) -> AbstractAsyncContextManager[bool]:
         """Hold the lock `key` across replicas for a block; yields False when another
         process holds it."""
 

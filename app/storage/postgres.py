@@ -50,7 +50,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine, RowMapping, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
@@ -58,7 +58,13 @@ from app.storage import schema, tail
 from app.storage.changes import Changes, take_touched
 from app.storage.dialect import Dialect, Engines
 from app.storage.errors import translated_errors
-from app.storage.transactions import Committed, Transactions, Work, on_open_connection
+from app.storage.transactions import (
+    Checkouts,
+    Committed,
+    Transactions,
+    Work,
+    on_open_connection,
+)
 from app.storage.wakeups import LocalCommits, Wakeable, WakeupSource
 
 T = TypeVar("T")
@@ -93,13 +99,15 @@ class PostgresDialect(Dialect):
             pool_pre_ping=False,
         )
         return Engines(
-            base=base, snapshot=base.execution_options(isolation_level="REPEATABLE READ")
+            base=base,
+            snapshot=base.execution_options(isolation_level="REPEATABLE READ"),
+            checkouts=Checkouts(settings.db_pool_size + settings.db_max_overflow),
         )
 
     def transactions(
         self, settings: Settings, engines: Engines, local: LocalCommits
     ) -> Transactions:
-        return DirectTransactions(engines.base, local.committed, origin=local.origin)
+        return DirectTransactions(engines, local.committed, origin=local.origin)
 
     def wakeup_sources(self, settings: Settings, local: LocalCommits) -> list[WakeupSource]:
         return [PostgresNotifications(settings.database_url, origin=local.origin)]
@@ -129,11 +137,11 @@ class PostgresDialect(Dialect):
         return moved
 
     @asynccontextmanager
-    async def exclusive(self, engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
+    async def exclusive(self, engines: Engines, key: int) -> AsyncIterator[bool]:
         """A session-level advisory lock on a connection kept for the block: released if
         that connection dies, so a crashed replica never holds it for good."""
         with translated_errors():
-            async with engine.connect() as conn:
+            async with engines.checkouts.slot(), engines.base.connect() as conn:
                 query = text("SELECT pg_try_advisory_lock(:key)")
                 locked = bool((await conn.execute(query, {"key": key})).scalar_one())
                 # The lock is the session's; ending the transaction keeps it, and keeps this
@@ -151,8 +159,9 @@ class DirectTransactions:
     """Each write is its own transaction (row locks keep writers parallel); one that changed
     streams announces them with `notify`, as `origin`, before it commits."""
 
-    def __init__(self, engine: AsyncEngine, committed: Committed, *, origin: str) -> None:
-        self._engine = engine
+    def __init__(self, engines: Engines, committed: Committed, *, origin: str) -> None:
+        self._engine = engines.base
+        self._checkouts = engines.checkouts
         self._committed = committed
         self._origin = origin
 
@@ -165,7 +174,7 @@ class DirectTransactions:
         """Run `work` in a transaction of its own (through the async driver)."""
         with translated_errors():
             result, changed = await on_open_connection(
-                self._engine, lambda conn: conn.run_sync(self._unit, work)
+                self._engine, self._checkouts, lambda conn: conn.run_sync(self._unit, work)
             )
         self._committed(changed)
         return result

@@ -46,7 +46,7 @@ from sqlalchemy import Column, ColumnElement, Table, create_engine, event, inser
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine, ExceptionContext, RowMapping, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.sql.dml import Insert
 
 from app.errors import Rejected, StorageUnavailable
@@ -56,7 +56,7 @@ from app.storage.changes import Changes, take_touched
 from app.storage.dialect import Dialect, Engines
 from app.storage.errors import translated_errors
 from app.storage.generations import signatures
-from app.storage.transactions import Committed, Transactions, Work
+from app.storage.transactions import Checkouts, Committed, Transactions, Work
 from app.storage.wakeups import LocalCommits, Wakeable, WakeupSource
 
 T = TypeVar("T")
@@ -64,6 +64,10 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _BEGIN = "eventlog_sqlite_begin"
+
+# The async engine's pool (SQLAlchemy's defaults, named): reads, the advisory lock's no-op,
+# revision checks. Writes do not use it: they run on the writer thread's own connection.
+_READ_POOL_SIZE, _READ_POOL_OVERFLOW = 5, 10
 
 
 class SqliteDialect(Dialect):
@@ -73,9 +77,18 @@ class SqliteDialect(Dialect):
     migrates_on_start = True
 
     def engines(self, settings: Settings) -> Engines:
-        base = create_async_engine(settings.database_url, connect_args={"timeout": 30})
+        base = create_async_engine(
+            settings.database_url,
+            connect_args={"timeout": 30},
+            pool_size=_READ_POOL_SIZE,
+            max_overflow=_READ_POOL_OVERFLOW,
+        )
         _install_hooks(base.sync_engine, settings)
-        return Engines(base=base, snapshot=base.execution_options(**{_BEGIN: "DEFERRED"}))
+        return Engines(
+            base=base,
+            snapshot=base.execution_options(**{_BEGIN: "DEFERRED"}),
+            checkouts=Checkouts(_READ_POOL_SIZE + _READ_POOL_OVERFLOW),
+        )
 
     def transactions(
         self, settings: Settings, engines: Engines, local: LocalCommits
@@ -118,7 +131,7 @@ class SqliteDialect(Dialect):
         return moved
 
     @asynccontextmanager
-    async def exclusive(self, engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
+    async def exclusive(self, engines: Engines, key: int) -> AsyncIterator[bool]:
         """Always held: one machine serves the file, and its writes are serialised anyway."""
         yield True
 
