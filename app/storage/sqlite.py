@@ -47,6 +47,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine, ExceptionContext, RowMapping, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 
 from app.errors import Rejected, StorageUnavailable
@@ -77,17 +78,20 @@ class SqliteDialect(Dialect):
     migrates_on_start = True
 
     def engines(self, settings: Settings) -> Engines:
-        base = create_async_engine(
-            settings.database_url,
-            connect_args={"timeout": 30},
-            pool_size=_READ_POOL_SIZE,
-            max_overflow=_READ_POOL_OVERFLOW,
-        )
+        url = make_url(settings.database_url)
+        if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
+            # One in-memory database is one connection's: every user shares it, in turn.
+            pool: dict[str, Any] = {"poolclass": StaticPool}
+            capacity = 1
+        else:
+            pool = {"pool_size": _READ_POOL_SIZE, "max_overflow": _READ_POOL_OVERFLOW}
+            capacity = _READ_POOL_SIZE + _READ_POOL_OVERFLOW
+        base = create_async_engine(settings.database_url, connect_args={"timeout": 30}, **pool)
         _install_hooks(base.sync_engine, settings)
         return Engines(
             base=base,
             snapshot=base.execution_options(**{_BEGIN: "DEFERRED"}),
-            checkouts=Checkouts(_READ_POOL_SIZE + _READ_POOL_OVERFLOW),
+            checkouts=Checkouts(capacity),
         )
 
     def transactions(
