@@ -92,3 +92,20 @@ async def test_no_read_is_overtaken_by_more_than_the_callers_ahead_of_it(
         stop.set()
         await asyncio.gather(*tasks)
         await database.close()
+
+
+async def test_an_in_memory_database_serves_its_one_connection_in_turn() -> None:
+    """`sqlite+aiosqlite:///:memory:` is one connection's database (StaticPool): many reads
+    at once all pass, one at a time."""
+    database = Database(Settings(database_url="sqlite+aiosqlite:///:memory:"))
+    try:
+        assert database._engines.checkouts.capacity == 1
+        answers = await asyncio.gather(
+            *(
+                database.read(lambda conn: conn.execute(text("SELECT 1")).scalar_one())
+                for _ in range(20)
+            )
+        )
+        assert answers == [1] * 20
+    finally:
+        await database.close()
