@@ -66,8 +66,9 @@ log = logging.getLogger(__name__)
 
 _BEGIN = "eventlog_sqlite_begin"
 
-# The async engine's pool (SQLAlchemy's defaults, named): reads, the advisory lock's no-op,
-# revision checks. Writes do not use it: they run on the writer thread's own connection.
+# The async engine's pool for a file (SQLAlchemy's defaults, named): reads and revision
+# checks. Writes do not use it: they run on the writer thread's own connection. (An
+# in-memory database gets one shared connection, as SQLAlchemy would choose for its URL.)
 _READ_POOL_SIZE, _READ_POOL_OVERFLOW = 5, 10
 
 
