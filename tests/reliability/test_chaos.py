@@ -44,7 +44,7 @@ from tests.support.live_readers import WAIT, LiveReader, SseEvent, serving
 from tests.support.processes import ServerProcess
 from tests.support.soak import soak_enabled
 
-QUICK, SOAK = (200, 8), (600, 30)  # (streams, steps per stream)
+QUICK, SOAK = (200, 8, 100), (600, 30, 200)  # (streams, steps per stream, live readers)
 
 
 @dataclass(frozen=True)
@@ -504,11 +504,11 @@ def make_streams(seed: int, count: int) -> list[Stream]:
     ]
 
 
-def _size() -> tuple[int, int]:
+def _size() -> tuple[int, int, int]:
     return SOAK if soak_enabled() else QUICK
 
 
-# Live readers follow the first LIVE_READERS streams (half of them in the quick run). Their
+# Live readers follow the first streams (half of them in the quick run: `_size()`). Their
 # connections last 5 s, so they reconnect with their last id (and are decided again) several
 # times during a run, served by the one process beside the simulation on either database.
 # Requests that waited 30 s for a connection and were refused 503 here were not this load
@@ -516,14 +516,13 @@ def _size() -> tuple[int, int]:
 # two or three times slower than a quiet one left them so far behind that every reset was
 # `evicted` (their claims' next events gone before they reconnected), never `superseded`:
 # 100 exercise every kind of reset there; the soak run keeps 200 (of its 600 streams).
-LIVE_READERS = {False: 100, True: 200}
 LIVE_SETTINGS = {"live_max_seconds": 5.0, "live_heartbeat_seconds": 5.0, "live_retry_ms": 20}
 
 
 async def test_consumers_never_hold_a_spliced_stream(settings: Settings) -> None:
     """Against the service: 0 violations, 0 invalid verdicts, every stale producer fenced;
     and every live reader holds a prefix of one generation after every event it gets."""
-    count, steps = _size()
+    count, steps, readers = _size()
     seed = random.randrange(2**32)
     async with (
         started_app(settings.model_copy(update=LIVE_SETTINGS)) as (app, http),
@@ -536,7 +535,7 @@ async def test_consumers_never_hold_a_spliced_stream(settings: Settings) -> None
         live = LiveFollowers(base, lambda: drops.uniform(2.0, 6.0))
         try:
             streams = make_streams(seed, count)
-            followed = {stream.name for stream in streams[: LIVE_READERS[soak_enabled()]]}
+            followed = {stream.name for stream in streams[:readers]}
 
             def opened(stream: Stream) -> None:
                 if stream.name in followed:
@@ -678,7 +677,7 @@ async def test_the_check_catches_the_seeds_naive_server(seed: int) -> None:
     at the quick size shows none), so a random seed would make this demonstration flaky.
     The service's own chaos test above keeps its random seed.
     """
-    count, steps = _size()
+    count, steps, _ = _size()
     tally = await simulate(NaiveServer(), make_streams(seed, count), steps)
     print(f"seed {seed}: {tally}")
     assert tally.violations > 0, (seed, tally)
