@@ -64,12 +64,13 @@ class DecisionAudit(Observer):
     def decided(self, decided: Decided) -> None:
         """Record one decision (a buffer append: no I/O on the resume path)."""
         if decided.verdict is Verdict.INVALID:
-            # The claim is the client's own input: logged only as a repr, and cut short.
+            # The claim, its stream and tenant are the caller's: logged only as reprs (no
+            # line breaks, no lone surrogates a UTF-8 log cannot write), and cut short.
             log.warning(
-                "invalid resume claim: reason=%s tenant=%s stream=%s last_event_id=%r",
+                "invalid resume claim: reason=%s tenant=%r stream=%r last_event_id=%r",
                 decided.reason.value,
-                decided.tenant,
-                decided.stream_id,
+                decided.tenant[:_LOGGED_CLAIM],
+                (decided.stream_id or "")[:_LOGGED_CLAIM],
                 decided.last_event_id[:_LOGGED_CLAIM],
             )
         if not self.enabled:

@@ -588,6 +588,8 @@ async def test_a_lone_surrogate_stops_nothing_end_to_end(
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert [r.name for r in errors] == ["app.service.audit"]
     assert "dropped" in errors[0].getMessage()
+    for record in caplog.records:  # a UTF-8 log (a file, a collector) can write every line
+        record.getMessage().encode("utf-8")
 
 
 async def _recorded(database: Database) -> list[DecisionEntry]:
