@@ -22,6 +22,11 @@ from app.storage.database import Database
 from app.storage.transactions import Checkouts
 
 
+def _select_one(conn: Connection) -> int:
+    value: int = conn.execute(text("SELECT 1")).scalar_one()
+    return value
+
+
 async def test_a_caller_that_asks_again_goes_behind_the_one_waiting() -> None:
     gate, order = Checkouts(1), []
 
@@ -72,7 +77,7 @@ async def test_no_read_is_overtaken_by_more_than_the_callers_ahead_of_it(
     stop = asyncio.Event()
 
     def work(conn: Connection) -> int:
-        conn.execute(text("SELECT 1")).scalar_one()
+        _select_one(conn)
         return next(started)
 
     async def busy() -> None:
@@ -98,21 +103,17 @@ async def test_no_read_is_overtaken_by_more_than_the_callers_ahead_of_it(
 
 
 async def test_steady_concurrent_reads_keep_their_connections(settings: Settings) -> None:
-    """As many callers as connections, reading again and again: once each connection is
-    open, none is opened again (an overflow connection is closed at check-in, so a pool with
-    overflow opened one per checkout now and then, and that read ran behind the rest)."""
+    """Three times as many reads at once as there are connections, round after round: once
+    each connection is open, none is opened again (an overflow connection is closed at
+    check-in, so a pool with overflow opened one per checkout now and then, and that read
+    ran behind the rest)."""
     database = Database(settings)
     capacity = database._engines.checkouts.capacity
     opened: list[object] = []
     event.listen(database._engines.base.sync_engine, "connect", lambda conn, _: opened.append(conn))
 
     async def reads(n: int) -> None:
-        await asyncio.gather(
-            *(
-                database.read(lambda conn: conn.execute(text("SELECT 1")).scalar_one())
-                for _ in range(n)
-            )
-        )
+        await asyncio.gather(*(database.read(_select_one) for _ in range(n)))
 
     try:
         await reads(3 * capacity)  # the connections are opened, at most one per slot
@@ -131,12 +132,7 @@ async def test_an_in_memory_database_serves_its_one_connection_in_turn() -> None
     database = Database(Settings(database_url="sqlite+aiosqlite:///:memory:"))
     try:
         assert database._engines.checkouts.capacity == 1
-        answers = await asyncio.gather(
-            *(
-                database.read(lambda conn: conn.execute(text("SELECT 1")).scalar_one())
-                for _ in range(20)
-            )
-        )
+        answers = await asyncio.gather(*(database.read(_select_one) for _ in range(20)))
         assert answers == [1] * 20
     finally:
         await database.close()
