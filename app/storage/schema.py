@@ -92,6 +92,15 @@ generations = Table(
     Column("terminal_at", UtcDateTime(), nullable=True),
     Column("superseded_at", UtcDateTime(), nullable=True),
     Column("expired_at", UtcDateTime(), nullable=True),
+    # The writer lease: renewed by every append and by the lease call; a generation that is
+    # neither terminal nor superseded whose lease ran out is abandoned (abandoned_at set
+    # once, by whichever replica notices first). Null lease_expires_at: opened before
+    # leases existed, never abandoned.
+    Column("lease_seconds", Integer, nullable=False, server_default="30"),
+    Column("lease_expires_at", UtcDateTime(), nullable=True),
+    # How many events past its acknowledged tail the writer may have shown a client.
+    Column("pipeline", Integer, nullable=False, server_default="0"),
+    Column("abandoned_at", UtcDateTime(), nullable=True),
     UniqueConstraint("token"),
     UniqueConstraint("stream_pk", "epoch"),
 )
@@ -115,6 +124,8 @@ events = Table(
 )
 
 Index("ix_generations_expires_at", generations.c.expires_at)
+# The lease sweep finds lapsed leases by their expiry.
+Index("ix_generations_lease_expires_at", generations.c.lease_expires_at)
 # The retention worker deletes tombstones by their age.
 Index("ix_generations_expired_at", generations.c.expired_at)
 # The admin listing pages streams by id across tenants and filters by prefix.
@@ -138,3 +149,13 @@ decisions = Table(
 
 Index("ix_decisions_decided_at", decisions.c.decided_at)
 Index("ix_decisions_stream_id", decisions.c.stream_id)
+
+# Values every replica of one database must share, created once by whichever replica needs
+# them first (the gateway's stream-naming key when EVENTLOG_GATEWAY_SECRET is not set).
+secrets = Table(
+    "secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
