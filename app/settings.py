@@ -192,7 +192,15 @@ class Settings(BaseSettings):
         default=16 * 1_048_576, ge=1, description="Largest SSE event read from the upstream."
     )
     gateway_reconnects: int = Field(
-        default=3, ge=0, description="Reconnects to an upstream stream that gave event ids."
+        default=3,
+        ge=0,
+        description="Fruitless reconnects in a row (none brought a message) to an upstream "
+        "stream that gave event ids before its call is failed upstream_lost.",
+    )
+    gateway_max_retry_ms: int = Field(
+        default=5_000,
+        ge=0,
+        description="The longest wait before a reconnect to the upstream (caps its retry:).",
     )
     gateway_fence_seconds: float = Field(
         default=300.0,

@@ -117,6 +117,16 @@ def inspect(data: str) -> Message | None:
     return Message(value.get("id"), is_response)
 
 
+def same_id(a: object, b: object) -> bool:
+    """Whether two JSON-RPC ids are the same JSON value: `true` is not `1`, `1` is not
+    `"1"` (Python's `==` says `True == 1`); a number equals a number of the same value."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
 def requests_in(body: bytes) -> list[dict[str, Any]]:
     """The JSON-RPC requests (with an id and a method) of a POST body (a batch or one)."""
     try:

@@ -7,11 +7,16 @@ shown; its priming events (no data) are not relayed. For a 2025-11-25 session th
 sends its own priming event (stored, an id, empty data) first; the response that carries
 `relay()` starts with the gateway's `retry:` (`app.api.live.EventStreamResponse`).
 
-A POST's generation is terminal once the response to its request is stored. When the
-upstream's stream ends before that response: if the upstream gave event ids, the gateway
-reconnects to it (`GET` with its last id, after its `retry:`), up to
-`EVENTLOG_GATEWAY_RECONNECTS` times; otherwise (or once those are spent) it stores, as the
-terminal event, a JSON-RPC error for the request (`-32011`, `upstream_lost`).
+A POST's generation is terminal once the responses to all its requests (a batch has
+several; ids compared as JSON values, `messages.same_id`) are stored. When the upstream's
+stream ends before that: if the upstream gave event ids, the gateway reconnects to it
+(`GET` with its last id, after its `retry:` capped at `EVENTLOG_GATEWAY_MAX_RETRY_MS`);
+a reconnect that brings no message (refused, answered non-200 or not SSE, or a stream of
+priming events only) is fruitless, and after `EVENTLOG_GATEWAY_RECONNECTS` fruitless ones
+in a row — or at once when there is no id to reconnect with — it stores, for each request
+still unanswered, a JSON-RPC error (`-32011`, `upstream_lost`), the last one terminal. So
+a call that stops hearing from its upstream ends within `reconnects` times (the capped retry +
+one reconnect, which the connect or read timeout bounds) of the upstream's last message.
 
 A recording that ends with its generation spoiled (the log was away for its last batch)
 fences it before the task ends (`Recorder.fence`), so no resume of it waits forever.
@@ -59,11 +64,12 @@ class Recording:
         upstream: Upstream,
         response: httpx.Response,
         recorder: Recorder,
-        request_id: object | None,
+        request_ids: Sequence[object],
         reconnect_headers: Sequence[tuple[str, str]],
         prime: bool,
         max_event: int,
         reconnects: int,
+        max_retry_ms: int,
         max_event_bytes: int,
         fence_seconds: float,
         on_lost: Callable[[str], None],
@@ -71,11 +77,15 @@ class Recording:
         self._upstream = upstream
         self._response = response
         self.recorder = recorder
-        self._request_id = request_id
+        # The POST's requests (a batch has several) in the order sent; none: the
+        # standalone GET stream. The stream is named and relayed by the first.
+        self._request_id = request_ids[0] if request_ids else None
+        self._unanswered = list(request_ids)
         self._reconnect_headers = list(reconnect_headers)
         self._prime = prime
         self._max_event = max_event
         self._reconnects = reconnects
+        self._max_retry_ms = max_retry_ms
         self._max_event_bytes = max_event_bytes
         self._fence_seconds = fence_seconds
         self._on_lost = on_lost
@@ -148,50 +158,59 @@ class Recording:
             await self.recorder.fence(0 if shut_down else self._fence_seconds)
 
     async def _read_all(self) -> None:
-        response: httpx.Response | None = self._response
-        last_id: str | None = None
-        retry_ms: int | None = None
-        attempts = 0
-        while response is not None:
-            try:
-                async for event in self._events(response):
-                    if event.retry is not None:
-                        retry_ms = event.retry
-                    if event.id:
-                        last_id = event.id
-                        attempts = 0
-                    if event.data is None or event.data == "":
-                        continue  # the upstream's priming or keep-alive: not a message
-                    self._message(event.data)
-                    if self.answered:
-                        break
-            except (httpx.HTTPError, sse.SseTooLarge) as error:
-                self._on_lost(type(error).__name__)
-                log.warning("upstream stream of %s broke: %r", self.recorder.stream_id, error)
-            finally:
-                await response.aclose()
-            response = None
-            if self.answered or self._request_id is None:
+        cursor = _Cursor()
+        await self._read(self._response, cursor)
+        fruitless = 0
+        while not self.answered and self._request_id is not None:
+            if cursor.last_id is None or fruitless >= self._reconnects:
+                await self._lose(_why_lost(cursor, fruitless))
                 return
-            if last_id is None or attempts >= self._reconnects:
-                await self._lose(
-                    "the upstream's stream ended before its response"
-                    + ("" if last_id is None else f" ({attempts} reconnects failed)")
-                )
-                return
-            attempts += 1
-            await asyncio.sleep((retry_ms if retry_ms is not None else 1000) / 1000)
-            response = await self._reconnect(last_id)
+            retry_ms = 1000 if cursor.retry_ms is None else cursor.retry_ms
+            await asyncio.sleep(min(retry_ms, self._max_retry_ms) / 1000)
+            response = await self._reconnect(cursor)
+            brought = 0 if response is None else await self._read(response, cursor)
+            # Only a reconnect that brought a message is progress: ids, priming events and
+            # refusals are not, so an upstream that never answers is given up on after
+            # `reconnects` fruitless attempts in a row.
+            fruitless = 0 if brought else fruitless + 1
 
-    async def _reconnect(self, last_id: str) -> httpx.Response | None:
+    async def _read(self, response: httpx.Response, cursor: _Cursor) -> int:
+        """Record `response`'s messages until it ends or the request is answered; how many."""
+        messages_read = 0
+        try:
+            async for event in self._events(response):
+                if event.retry is not None:
+                    cursor.retry_ms = event.retry
+                if event.id:
+                    cursor.last_id = event.id
+                if event.data is None or event.data == "":
+                    continue  # the upstream's priming or keep-alive: not a message
+                messages_read += 1
+                self._message(event.data)
+                if self.answered:
+                    break
+        except (httpx.HTTPError, sse.SseTooLarge) as error:
+            self._on_lost(type(error).__name__)
+            cursor.failure = f"the stream broke: {type(error).__name__}"
+            log.warning("upstream stream of %s broke: %r", self.recorder.stream_id, error)
+        else:
+            cursor.failure = "the stream ended"
+        finally:
+            await response.aclose()
+        return messages_read
+
+    async def _reconnect(self, cursor: _Cursor) -> httpx.Response | None:
+        assert cursor.last_id is not None
         try:
             response = await self._upstream.open(
-                "GET", self._reconnect_headers, last_event_id=last_id
+                "GET", self._reconnect_headers, last_event_id=cursor.last_id
             )
         except UpstreamUnavailable:
+            cursor.failure = "the reconnect was refused"
             return None
         content_type = response.headers.get("content-type", "")
         if response.status_code != 200 or not content_type.startswith("text/event-stream"):
+            cursor.failure = f"the reconnect was answered {response.status_code} {content_type}"
             await response.aclose()
             return None
         return response
@@ -205,16 +224,21 @@ class Recording:
 
     def _message(self, data: str) -> None:
         message = messages.inspect(data)
-        answers = (
-            message is not None
-            and message.is_response
-            and self._request_id is not None
-            and message.id == self._request_id
-        )
+        answers = message is not None and message.is_response and self._settle(message.id)
         bodies = messages.bodies_of(data, self._max_event_bytes)
-        self._send(bodies, data, terminal=answers)
-        if answers:
+        # The generation is terminal with the answer to the last of the POST's requests.
+        terminal = answers and not self._unanswered
+        self._send(bodies, data, terminal=terminal)
+        if terminal:
             self.answered = True
+
+    def _settle(self, response_id: object) -> bool:
+        """Whether `response_id` answers one of the requests still unanswered (now settled)."""
+        for index, request_id in enumerate(self._unanswered):
+            if messages.same_id(request_id, response_id):
+                del self._unanswered[index]
+                return True
+        return False
 
     def _send_end(self) -> None:
         """The standalone stream ended (or its client left): its generation is finished,
@@ -223,10 +247,34 @@ class Recording:
             self.recorder.submit([], terminal=True)
 
     async def _lose(self, detail: str) -> None:
+        """Every request of the POST still unanswered gets the `-32011` error (the last
+        one's is the generation's terminal event)."""
         if self.answered or self.recorder.terminal or self._request_id is None:
             return
         self.answered = True
         self._on_lost(detail)
-        data = messages.upstream_lost(self._request_id, detail)
-        self._send(messages.bodies_of(data, self._max_event_bytes), data, terminal=True)
+        unanswered, self._unanswered = self._unanswered, []
+        for index, request_id in enumerate(unanswered, start=1):
+            data = messages.upstream_lost(request_id, detail)
+            bodies = messages.bodies_of(data, self._max_event_bytes)
+            self._send(bodies, data, terminal=index == len(unanswered))
         await self.recorder.drain()
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where the upstream's stream of one request stands: its last event id, its `retry:`
+    and how its last stream or reconnect ended."""
+
+    last_id: str | None = None
+    retry_ms: int | None = None
+    failure: str = ""
+
+
+def _why_lost(cursor: _Cursor, fruitless: int) -> str:
+    if cursor.last_id is None:
+        return f"the upstream's stream ended before its response ({cursor.failure}, no event id)"
+    return (
+        f"the upstream's stream ended before its response ({fruitless} reconnects brought "
+        f"nothing; last: {cursor.failure})"
+    )

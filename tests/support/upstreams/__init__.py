@@ -61,3 +61,10 @@ def upstream(name: str, workdir: Path) -> Iterator[str]:
     """The upstream `name` running on a free port; yields its base URL."""
     with upstream_process(name, workdir) as server:
         yield server.base_url
+
+
+def hostile_upstream_process(workdir: Path, port: int | None = None) -> ServerProcess:
+    """`hostile_upstream.py` (its modes are its module's) as a process, not yet started."""
+    port = port or free_port()
+    argv = ["-m", "tests.support.upstreams.hostile_upstream", "--port", str(port)]
+    return ServerProcess.program(argv, port=port, log_path=workdir / f"hostile-{port}.log")

@@ -1,0 +1,67 @@
+"""A raw MCP caller of the gateway (httpx, no SDK): a session opened by hand, a POST's
+SSE answer read to its end, every JSON-RPC message of it parsed — for upstreams that
+misbehave in ways the official clients would hide."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+PROTOCOL = "2025-11-25"
+HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+    "mcp-protocol-version": PROTOCOL,
+}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+async def open_session(http: httpx.AsyncClient, mcp: str) -> str:
+    """Initialize a session through `mcp`; its id."""
+    response = await http.post(mcp, json=INIT, headers=HEADERS)
+    response.raise_for_status()
+    sid = response.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    headers = {**HEADERS, "mcp-session-id": sid}
+    (await http.post(mcp, json=initialized, headers=headers)).raise_for_status()
+    return sid
+
+
+def tool_call(rid: object, **arguments: Any) -> dict[str, Any]:
+    """A `tools/call` of the upstream's `progress` tool."""
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "tools/call",
+        "params": {"name": "progress", "arguments": arguments, "_meta": {"progressToken": 1}},
+    }
+
+
+async def post_sse(
+    http: httpx.AsyncClient, mcp: str, sid: str, body: object
+) -> tuple[httpx.Response, list[dict[str, Any]]]:
+    """POST `body`; the response and every message of its SSE stream, read to its end."""
+    headers = {**HEADERS, "mcp-session-id": sid}
+    found: list[dict[str, Any]] = []
+    async with http.stream("POST", mcp, json=body, headers=headers) as response:
+        assert response.headers["content-type"].startswith("text/event-stream"), response
+        data: list[str] = []
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+            elif line == "" and data:
+                text, data = "\n".join(data), []
+                if text:
+                    found.append(json.loads(text))
+    return response, found
