@@ -6,8 +6,9 @@
   stream of the upstream, recorded anew (that stream has no request to fail, and its old
   recording ended when its client left).
 - Any other request goes to the upstream as it came (`app.gateway.upstream`); a JSON
-  response comes back unchanged, an SSE response is recorded into the log and relayed as
-  it is stored (`app.gateway.recording`), with the log's ids.
+  response comes back unchanged (decoded from any content coding the gateway reads), an SSE
+  response is recorded into the log and relayed as it is stored
+  (`app.gateway.recording`), with the log's ids.
 - Requests of the 2026-07-28 revision and later (`MCP-Protocol-Version`) are forwarded
   unrecorded, streamed as they come; a `Last-Event-ID` on them is dropped.
 - The upstream unreachable: 502 `upstream_unavailable`. A body over
@@ -41,7 +42,7 @@ from app.gateway.names import GET_STREAM, StreamNames, scope_of, sdk_stream_of
 from app.gateway.recorder import Recorder
 from app.gateway.recording import Recording
 from app.gateway.resume import Resumes
-from app.gateway.upstream import Upstream, forwarded, returned
+from app.gateway.upstream import Upstream, decodable, forwarded, returned
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,12 @@ class Gateway:
             or response.status_code != 200
             or not content_type.startswith("text/event-stream")
         ):
+            return _passed_through(response)
+        if not decodable(response.headers):
+            log.warning(
+                "an SSE response in a coding the gateway does not read (%s) is relayed unrecorded",
+                response.headers["content-encoding"],
+            )
             return _passed_through(response)
         requests = messages.requests_in(body)
         if request.method == "POST" and not requests:
@@ -233,8 +240,10 @@ def _passed_through(response: httpx.Response) -> Response:
 
 
 async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
+    # Decoded as `returned` labels it: in a coding the gateway reads, decoded; else raw.
+    chunks = response.aiter_bytes() if decodable(response.headers) else response.aiter_raw()
     try:
-        async for chunk in response.aiter_raw():
+        async for chunk in chunks:
             yield chunk
     except httpx.HTTPError as error:
         log.warning("upstream response broke off: %s", type(error).__name__)

@@ -40,7 +40,7 @@ from app.domain.append import EventBody
 from app.errors import UpstreamUnavailable
 from app.gateway import messages, sse
 from app.gateway.recorder import Recorder
-from app.gateway.upstream import Upstream
+from app.gateway.upstream import Upstream, decodable
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,11 @@ class Recording:
             cursor.failure = "the reconnect was refused"
             return None
         content_type = response.headers.get("content-type", "")
-        if response.status_code != 200 or not content_type.startswith("text/event-stream"):
+        if (
+            response.status_code != 200
+            or not content_type.startswith("text/event-stream")
+            or not decodable(response.headers)
+        ):
             cursor.failure = f"the reconnect was answered {response.status_code} {content_type}"
             await response.aclose()
             return None
@@ -218,7 +222,7 @@ class Recording:
     async def _events(self, response: httpx.Response) -> AsyncIterator[sse.SseEvent]:
         parser = sse.SseParser(self._max_event)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        async for chunk in response.aiter_raw():
+        async for chunk in response.aiter_bytes():  # decoded: the endpoint saw to it
             for event in parser.feed(decoder.decode(chunk)):
                 yield event
 

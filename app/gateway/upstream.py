@@ -3,7 +3,14 @@
 Every request goes as it came — method, body, query and end-to-end headers
 (`Authorization`, `Mcp-Session-Id`, `MCP-Protocol-Version`, `Accept`, …) — minus the
 hop-by-hop headers, `Host` and `Last-Event-ID` (which the gateway answers itself).
-Responses are streamed (`httpx`, `stream=True`), never read whole. The timeouts and the
+Responses are streamed (`httpx`, `stream=True`), never read whole.
+
+Content codings: the gateway asks the upstream for the codings it decodes
+(`ACCEPT_ENCODING`, whatever the client asked for) and relays what it read decoded,
+without `Content-Encoding`: it must read an SSE response to record it, and the body and
+its header must never part. A response in a coding it cannot decode (the upstream chose
+one it was not offered) is relayed as it came, its `Content-Encoding` with it, and an SSE
+one is then not recorded (`decodable`). The timeouts and the
 connection limit are settings (`EVENTLOG_GATEWAY_*`).
 """
 
@@ -18,7 +25,7 @@ from app.errors import UpstreamUnavailable
 from app.settings import Settings
 
 # RFC 9110 §7.6.1 and the connection-specific fields; `accept-encoding` too: the gateway
-# reads the upstream's SSE as text, so it asks for it unencoded.
+# asks for the codings it decodes itself (`ACCEPT_ENCODING`), not the client's.
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -38,6 +45,9 @@ HOP_BY_HOP = frozenset(
 )
 LAST_EVENT_ID = "last-event-id"
 _RESPONSE_DROPPED = HOP_BY_HOP | {"content-encoding", "content-length", "date", "server"}
+# What httpx's `aiter_bytes` decodes (without the optional brotli and zstandard packages).
+DECODED_CODINGS = frozenset({"identity", "gzip", "deflate"})
+ACCEPT_ENCODING = "gzip, deflate"
 
 
 def forwarded(
@@ -54,9 +64,19 @@ def forwarded(
     return [(n, v) for n, v in headers if n.lower() not in dropped and n.lower() not in named]
 
 
+def decodable(headers: httpx.Headers) -> bool:
+    """Whether the gateway decodes every content coding of a response (none counts)."""
+    codings = headers.get("content-encoding", "").lower().split(",")
+    return all(coding.strip() in DECODED_CODINGS for coding in codings if coding.strip())
+
+
 def returned(headers: httpx.Headers) -> dict[str, str]:
-    """The upstream response's headers a client is given."""
-    return {n: v for n, v in headers.items() if n.lower() not in _RESPONSE_DROPPED}
+    """The upstream response's headers a client is given with the body decoded; with a
+    body relayed as it came (not `decodable`), its `Content-Encoding` too."""
+    kept = {n: v for n, v in headers.items() if n.lower() not in _RESPONSE_DROPPED}
+    if not decodable(headers):
+        kept["content-encoding"] = headers["content-encoding"]
+    return kept
 
 
 class Upstream:
@@ -93,7 +113,7 @@ class Upstream:
         `UpstreamUnavailable` when the upstream cannot be reached or fails before answering.
         """
         url = self.url.copy_with(query=query.encode()) if query else self.url
-        sent = list(headers)
+        sent = [*headers, ("accept-encoding", ACCEPT_ENCODING)]
         if last_event_id is not None:
             sent.append(("last-event-id", last_event_id))
         request = self._client.build_request(method, url, headers=sent, content=body or None)

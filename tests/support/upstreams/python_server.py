@@ -1,6 +1,7 @@
 """An upstream for the gateway: the official Python SDK's server, with NO event store.
 
-Run as `python -m tests.support.upstreams.python_server --port P [--stateless]`. It is a
+Run as `python -m tests.support.upstreams.python_server --port P [--json-response]
+[--gzip]` (`--gzip`: behind Starlette's `GZipMiddleware`, every response it compresses). It is a
 legacy Streamable HTTP server (sessions, SSE responses) that knows nothing of the event
 log. Its `progress` tool reports progress 1..n (each step after `delay` seconds, or
 waiting at step `pause_at` for the gate `<tag>:continue`), then returns `counted to n`
@@ -19,6 +20,7 @@ from collections import defaultdict
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -96,10 +98,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--json-response", action="store_true")
+    parser.add_argument("--gzip", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     app = server.streamable_http_app(host="127.0.0.1", json_response=args.json_response)
-    uvicorn.run(Witness(app), host="127.0.0.1", port=args.port, log_level="warning")
+    served: ASGIApp = GZipMiddleware(app, minimum_size=1) if args.gzip else app
+    uvicorn.run(Witness(served), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":
