@@ -49,10 +49,17 @@ def tool_call(rid: object, **arguments: Any) -> dict[str, Any]:
 
 
 async def post_sse(
-    http: httpx.AsyncClient, mcp: str, sid: str, body: object
+    http: httpx.AsyncClient,
+    mcp: str,
+    sid: str,
+    body: object,
+    *,
+    ids: list[str] | None = None,
+    protocol: str = PROTOCOL,
 ) -> tuple[httpx.Response, list[dict[str, Any]]]:
-    """POST `body`; the response and every message of its SSE stream, read to its end."""
-    headers = {**HEADERS, "mcp-session-id": sid}
+    """POST `body`; the response and every message of its SSE stream, read to its end
+    (the event ids seen, into `ids`)."""
+    headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": protocol}
     found: list[dict[str, Any]] = []
     async with http.stream("POST", mcp, json=body, headers=headers) as response:
         assert response.headers["content-type"].startswith("text/event-stream"), response
@@ -60,6 +67,8 @@ async def post_sse(
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 data.append(line[5:].removeprefix(" "))
+            elif line.startswith("id:") and ids is not None:
+                ids.append(line[3:].strip())
             elif line == "" and data:
                 text, data = "\n".join(data), []
                 if text:

@@ -20,7 +20,7 @@ misbehaves as its `mode` argument says:
 - anything else: a well-behaved progress, then the result.
 
 A batch (a JSON array of requests) is answered by one SSE stream: the responses in
-reverse order, a progress notification before each.
+order, a progress notification before each.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ async def _gzipped(writer: asyncio.StreamWriter, frames: list[bytes]) -> None:
 
 async def _batch(writer: asyncio.StreamWriter, batch: list[dict[str, object]]) -> None:
     writer.write(SSE_HEAD + b"\r\n")
-    for request in reversed([r for r in batch if "id" in r]):
+    for request in [r for r in batch if "id" in r]:
         writer.write(_progress(request, 1, f"before {request['id']}"))
         writer.write(_result(request, f"answer to {request['id']}"))
         await writer.drain()

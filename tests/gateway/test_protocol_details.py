@@ -1,0 +1,59 @@
+"""Protocol details through the gateway, real processes on SQLite: a JSON-RPC batch
+(2025-03-26) gets every answer and its generation ends with the last; a response id is
+matched as a JSON value (`true` and `"1"` do not answer request 1); the upstream sees the
+gateway's own `X-Forwarded-*`/`Forwarded`, never a client's forged ones; SIGTERM lets a
+healthy call finish within the grace period, and shutdown takes no longer than it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anyio
+import httpx
+import pytest
+
+from tests.gateway.raw import open_session, post_sse, tool_call
+from tests.support.gateway import gateway_process
+from tests.support.upstreams import hostile_upstream_process
+
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The gateway's base URL, before `hostile_upstream.py`."""
+    workdir = tmp_path_factory.mktemp("protocol-details")
+    database = f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"
+    with (
+        hostile_upstream_process(workdir) as upstream,
+        gateway_process(f"{upstream.base_url}/mcp", database, workdir) as gateway,
+    ):
+        yield gateway.base_url
+
+
+async def test_every_answer_of_a_batch_reaches_the_client(hostile: str) -> None:
+    batch = [tool_call(11, n=1), {"jsonrpc": "2.0", "method": "notifications/x"}, tool_call(12)]
+    ids: list[str] = []
+    async with httpx.AsyncClient(base_url=hostile, timeout=30) as http:
+        sid = await open_session(http, f"{hostile}/mcp")
+        with anyio.fail_after(20):
+            _, found = await post_sse(
+                http, f"{hostile}/mcp", sid, batch, ids=ids, protocol="2025-03-26"
+            )
+        answers = [m["id"] for m in found if "result" in m]
+        assert answers == [11, 12]
+        # One generation, ended by the last answer.
+        token = ids[-1].rsplit(":", 1)[0]
+        generation = (await http.get(f"/admin/v1/generations/{token}")).json()
+    assert {i.rsplit(":", 1)[0] for i in ids} == {token}
+    assert generation["terminal"] is True
+    assert generation["tail_seq"] == len(found)
+
+
+async def test_a_response_id_is_compared_as_a_json_value(hostile: str) -> None:
+    async with httpx.AsyncClient(base_url=hostile, timeout=30) as http:
+        sid = await open_session(http, f"{hostile}/mcp")
+        with anyio.fail_after(20):
+            _, found = await post_sse(http, f"{hostile}/mcp", sid, tool_call(1, mode="spoofed-ids"))
+    assert [m["id"] for m in found] == [True, "1", 1]
+    assert found[-1]["result"]["content"][0]["text"] == "the real answer"
