@@ -190,6 +190,10 @@ def run_server(
         log_level=settings.log_level,
         log_config=logging_config(settings),
         access_log=False,
+        # The peer address and scheme stay the connection's: uvicorn would otherwise take
+        # them from a loopback caller's X-Forwarded-*; the gateway decides itself which
+        # proxies it believes (EVENTLOG_GATEWAY_TRUSTED_PROXIES), and nothing else reads them.
+        proxy_headers=False,
         # The append channel (`GET /v1/append`): a frame is bounded as a body is, and sent
         # as it is (compression would cost every frame CPU and open a decompression bomb).
         ws_max_size=settings.max_body_bytes,

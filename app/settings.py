@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 from typing import Annotated, Any, Literal
 
@@ -202,6 +203,11 @@ class Settings(BaseSettings):
         ge=0,
         description="The longest wait before a reconnect to the upstream (caps its retry:).",
     )
+    gateway_trusted_proxies: tuple[str, ...] = Field(
+        default=(),
+        description="Proxies (IP addresses or CIDR blocks, JSON list) whose X-Forwarded-* and "
+        "Forwarded headers the gateway passes on (extended); anyone else's are replaced.",
+    )
     gateway_fence_seconds: float = Field(
         default=300.0,
         ge=0,
@@ -221,6 +227,16 @@ class Settings(BaseSettings):
             return json.loads(value) if value.strip() else ()
         except ValueError as error:
             raise ValueError(f"is not a JSON list ({error})") from None
+
+    @field_validator("gateway_trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for proxy in value:
+            try:
+                ipaddress.ip_network(proxy.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{proxy!r} is not an IP address or CIDR block") from None
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -42,7 +42,15 @@ from app.gateway.names import GET_STREAM, StreamNames, scope_of, sdk_stream_of
 from app.gateway.recorder import Recorder
 from app.gateway.recording import Recording
 from app.gateway.resume import Resumes
-from app.gateway.upstream import Upstream, decodable, forwarded, returned
+from app.gateway.upstream import (
+    Upstream,
+    decodable,
+    forwarded,
+    is_trusted,
+    proxied,
+    returned,
+    trusted_networks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,7 @@ class Gateway:
         self._producer = f"gateway:{socket.gethostname()}:{os.getpid()}"
         self._resumes = Resumes(container, self._names, self._tenant, metrics)
         self._recordings: set[Recording] = set()
+        self._trusted_proxies = trusted_networks(settings.gateway_trusted_proxies)
 
     @property
     def upstream(self) -> Upstream:
@@ -103,10 +112,18 @@ class Gateway:
         revision = version or "unknown"
         modern = version is not None and version >= MODERN_REVISION
         body = await request.body() if request.method in ("POST", "PUT", "PATCH") else b""
+        peer = request.client.host if request.client is not None else None
+        headers = proxied(
+            forwarded(request.headers.items()),
+            peer=peer,
+            scheme=request.url.scheme,
+            host=request.headers.get("host"),
+            trusted=is_trusted(peer, self._trusted_proxies),
+        )
         try:
             response = await self._upstream.open(
                 request.method,
-                forwarded(request.headers.items()),
+                headers,
                 body,
                 request.url.query,
             )

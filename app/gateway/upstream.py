@@ -16,8 +16,9 @@ connection limit are settings (`EVENTLOG_GATEWAY_*`).
 
 from __future__ import annotations
 
+import ipaddress
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import httpx
 
@@ -62,6 +63,67 @@ def forwarded(
         for token in value.split(",")
     }
     return [(n, v) for n, v in headers if n.lower() not in dropped and n.lower() not in named]
+
+
+_PROXY_HEADERS = frozenset(
+    {"forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port"}
+    | {"x-real-ip"}
+)
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def trusted_networks(proxies: Iterable[str]) -> tuple[Network, ...]:
+    """The networks of `EVENTLOG_GATEWAY_TRUSTED_PROXIES` (addresses or CIDR blocks)."""
+    return tuple(ipaddress.ip_network(proxy.strip(), strict=False) for proxy in proxies)
+
+
+def is_trusted(peer: str | None, networks: Sequence[Network]) -> bool:
+    """Whether the connection's peer address is one of the trusted proxies."""
+    if peer is None or not networks:
+        return False
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    return any(address in network for network in networks)
+
+
+def proxied(
+    headers: Sequence[tuple[str, str]],
+    *,
+    peer: str | None,
+    scheme: str,
+    host: str | None,
+    trusted: bool,
+) -> list[tuple[str, str]]:
+    """`headers` with the gateway's own proxy headers: a client's are kept (the gateway's
+    hop appended) only when `trusted`, else dropped and replaced."""
+    kept = [(n, v) for n, v in headers if trusted or n.lower() not in _PROXY_HEADERS]
+    chain = ", ".join(v for n, v in kept if n.lower() == "x-forwarded-for")
+    elements = ", ".join(v for n, v in kept if n.lower() == "forwarded")
+    out = [(n, v) for n, v in kept if n.lower() not in {"x-forwarded-for", "forwarded"}]
+    node = peer or "unknown"
+    out.append(("x-forwarded-for", f"{chain}, {node}" if chain else node))
+    element = f"for={_node(peer)};proto={scheme}" + (f";host={_quoted(host)}" if host else "")
+    out.append(("forwarded", f"{elements}, {element}" if elements else element))
+    present = {n.lower() for n, _ in out}
+    if "x-forwarded-proto" not in present:
+        out.append(("x-forwarded-proto", scheme))
+    if host and "x-forwarded-host" not in present:
+        out.append(("x-forwarded-host", host))
+    return out
+
+
+def _node(peer: str | None) -> str:
+    """RFC 7239 §6: an IPv6 node is bracketed and quoted; an unknown one is `unknown`."""
+    if peer is None:
+        return "unknown"
+    return f'"[{peer}]"' if ":" in peer else peer
+
+
+def _quoted(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
 
 
 def decodable(headers: httpx.Headers) -> bool:

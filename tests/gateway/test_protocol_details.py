@@ -7,13 +7,14 @@ healthy call finish within the grace period, and shutdown takes no longer than i
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
 from tests.gateway.raw import open_session, post_sse, tool_call
-from tests.support.gateway import gateway_process
+from tests.support.gateway import gateway_process, python_upstream
 from tests.support.upstreams import hostile_upstream_process
 
 pytestmark = pytest.mark.process
@@ -57,3 +58,52 @@ async def test_a_response_id_is_compared_as_a_json_value(hostile: str) -> None:
             _, found = await post_sse(http, f"{hostile}/mcp", sid, tool_call(1, mode="spoofed-ids"))
     assert [m["id"] for m in found] == [True, "1", 1]
     assert found[-1]["result"]["content"][0]["text"] == "the real answer"
+
+
+FORGED = {
+    "x-forwarded-for": "6.6.6.6",
+    "x-forwarded-host": "evil.example",
+    "x-forwarded-proto": "https",
+    "forwarded": "for=6.6.6.6;proto=https",
+    "x-real-ip": "6.6.6.6",
+}
+
+
+async def _proxy_headers_seen(tmp_path: Path, env: dict[str, str]) -> tuple[str, set[str]]:
+    """(the gateway's host, the proxy headers the upstream saw) for a session opened by a
+    loopback client that sends `FORGED`."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}"
+    with (
+        python_upstream(tmp_path) as upstream,
+        gateway_process(f"{upstream.base_url}/mcp", database, tmp_path, env) as gateway,
+    ):
+        async with httpx.AsyncClient(timeout=30, headers=FORGED) as http:
+            await open_session(http, f"{gateway.base_url}/mcp")
+            seen = (await http.get(f"{upstream.base_url}/test/seen")).json()
+    return gateway.base_url.removeprefix("http://"), set(seen["proxy"][-1])
+
+
+async def test_a_callers_forged_proxy_headers_are_replaced_by_the_gateways(
+    tmp_path: Path,
+) -> None:
+    host, seen = await _proxy_headers_seen(tmp_path, {})
+    assert seen == {
+        "x-forwarded-for: 127.0.0.1",
+        "x-forwarded-proto: http",
+        f"x-forwarded-host: {host}",
+        f'forwarded: for=127.0.0.1;proto=http;host="{host}"',
+    }
+
+
+async def test_a_trusted_proxys_headers_are_passed_on_with_the_gateways_hop(
+    tmp_path: Path,
+) -> None:
+    trusted = {"EVENTLOG_GATEWAY_TRUSTED_PROXIES": '["127.0.0.0/8"]'}
+    host, seen = await _proxy_headers_seen(tmp_path, trusted)
+    assert seen == {
+        "x-forwarded-for: 6.6.6.6, 127.0.0.1",
+        "x-forwarded-proto: https",
+        "x-forwarded-host: evil.example",
+        f'forwarded: for=6.6.6.6;proto=https, for=127.0.0.1;proto=http;host="{host}"',
+        "x-real-ip: 6.6.6.6",
+    }

@@ -7,7 +7,8 @@ log. Its `progress` tool reports progress 1..n (each step after `delay` seconds,
 waiting at step `pause_at` for the gate `<tag>:continue`), then returns `counted to n`
 (or a text of `result_bytes` characters). Gates are opened with `POST /test/gates/{name}`,
 so every ordering a test needs is awaited, never slept for; `GET /test/seen` answers the
-headers the last request arrived with (what the gateway forwarded), `GET /test/steps/{tag}`
+headers the last requests arrived with (what the gateway forwarded; `proxy`: the values of
+their `Forwarded`/`X-Forwarded-*`/`X-Real-IP` headers), `GET /test/steps/{tag}`
 how many steps of a call have been sent.
 """
 
@@ -27,7 +28,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 gates: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
 steps: defaultdict[str, int] = defaultdict(int)
-seen: dict[str, list[list[str]]] = {"headers": []}
+seen: dict[str, list[list[str]]] = {"headers": [], "proxy": []}
+PROXY_HEADERS = (b"forwarded", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host")
+PROXY_HEADERS += (b"x-real-ip",)
 
 server = MCPServer("gateway-upstream")
 
@@ -90,6 +93,11 @@ class Witness:
         if scope["type"] == "http" and scope["path"] == "/mcp":
             seen["headers"].append([k.decode("latin-1") for k, _ in scope["headers"]])
             del seen["headers"][:-50]
+            proxy = [
+                f"{k.decode()}: {v.decode()}" for k, v in scope["headers"] if k in PROXY_HEADERS
+            ]
+            seen["proxy"].append(proxy)
+            del seen["proxy"][:-50]
         await self.app(scope, receive, send)
 
 
