@@ -114,9 +114,10 @@ def _gateway(args: argparse.Namespace, settings: Settings) -> int:
         args,
         settings,
         factory="app.gateway.app:create_gateway_app",
-        # Open relays keep their connections: shutdown waits for them this long, then the
-        # recordings still in flight are marked upstream_lost (docs/gateway.md).
-        graceful=settings.gateway_shutdown_grace_seconds,
+        # The gateway ends every relay by the grace itself (the calls still in flight are
+        # then marked upstream_lost and their clients told, docs/gateway.md); uvicorn's own
+        # cut of the connections is a backstop a little later, so it never comes first.
+        graceful=settings.gateway_shutdown_grace_seconds + 2,
     )
 
 

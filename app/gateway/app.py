@@ -4,8 +4,9 @@
 adds, at `EVENTLOG_GATEWAY_PATH`, the MCP endpoint forwarded to
 `EVENTLOG_GATEWAY_UPSTREAM`. It passes the same front door (Host/Origin validation, body
 limits) as every route. Its `/readyz` says, besides the service's checks, whether the
-upstream answers. On shutdown the in-flight recordings finish (or are marked
-`upstream_lost`) before the database closes.
+upstream answers. On the stop signal the standalone streams end at once and the calls in
+flight have `EVENTLOG_GATEWAY_SHUTDOWN_GRACE_SECONDS` to finish (then they are marked
+`upstream_lost`, their clients told), all before the database closes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.routing import Route
 
 from app.api.app import create_app
 from app.api.deps import ApiState
+from app.api.draining import drained_on_signal
 from app.api.health import readyz
 from app.api.problems import problem
 from app.errors import UpstreamUnreachable
@@ -70,7 +72,8 @@ def create_gateway_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(running: FastAPI) -> AsyncIterator[None]:
         async with served(running):
             try:
-                yield
+                with drained_on_signal(gateway.stopping):
+                    yield
             finally:
                 await gateway.close()  # before the database closes: recordings finish
 

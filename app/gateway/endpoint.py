@@ -83,6 +83,8 @@ class Gateway:
         self._resumes = Resumes(container, self._names, self._tenant, metrics)
         self._recordings: set[Recording] = set()
         self._trusted_proxies = trusted_networks(settings.gateway_trusted_proxies)
+        self._stop_deadline: float | None = None  # the loop's time the grace ends
+        self._stop_timer: asyncio.TimerHandle | None = None
 
     @property
     def upstream(self) -> Upstream:
@@ -210,15 +212,41 @@ class Gateway:
         self._recordings.discard(recording)
         self._metrics.recordings.dec()
 
+    def stopping(self) -> None:
+        """The process was told to stop (SIGTERM): the standalone streams, which never end
+        by themselves, end now; the calls in flight have the grace period to finish, then
+        those still unfinished are failed with `-32011` (`upstream_lost`), relayed to their
+        clients — so every relay has ended, and uvicorn stops waiting, by the grace."""
+        if self._stop_deadline is not None:
+            return
+        loop = asyncio.get_running_loop()
+        grace = self._settings.gateway_shutdown_grace_seconds
+        self._stop_deadline = loop.time() + grace
+        calls = sum(not r.standalone for r in self._recordings)
+        log.info("waiting up to %s s for %d recording(s) to finish", grace, calls)
+        for recording in list(self._recordings):
+            if recording.standalone and recording.task is not None:
+                recording.task.cancel()
+        self._stop_timer = loop.call_later(grace, self._cut_unfinished)
+
+    def _cut_unfinished(self) -> None:
+        for recording in list(self._recordings):
+            if recording.task is not None and not recording.task.done():
+                recording.task.cancel()  # the recording stores and relays its -32011
+
     async def close(self) -> None:
-        """Finish the in-flight recordings (up to the grace period); the rest are marked
-        `upstream_lost` (their clients get the -32011 error); then close the upstream."""
+        """Finish the in-flight recordings (up to the grace period, counted from the stop
+        signal when there was one); the rest are marked `upstream_lost` (their clients get
+        the -32011 error); then close the upstream."""
+        loop = asyncio.get_running_loop()
+        grace = self._settings.gateway_shutdown_grace_seconds
+        deadline = self._stop_deadline or loop.time() + grace
+        if self._stop_timer is not None:
+            self._stop_timer.cancel()
         tasks = [r.task for r in self._recordings if r.task is not None]
         if tasks:
             log.info("waiting for %d recording(s) to finish", len(tasks))
-            _done, pending = await asyncio.wait(
-                tasks, timeout=self._settings.gateway_shutdown_grace_seconds
-            )
+            _done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
             for task in pending:
                 task.cancel()
             for task in pending:

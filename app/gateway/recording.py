@@ -95,6 +95,11 @@ class Recording:
         self.answered = False
         self.task: asyncio.Task[None] | None = None
 
+    @property
+    def standalone(self) -> bool:
+        """Whether this is the standalone GET stream (no request: it never ends by itself)."""
+        return self._request_id is None
+
     def start(self) -> None:
         """Begin reading the upstream (in a task that outlives the client's connection)."""
         self.task = asyncio.create_task(self._run(), name=f"recording {self.recorder.stream_id}")
