@@ -34,7 +34,7 @@ from app.domain.outcomes import Decided
 from app.errors import InvalidClaim
 from app.gateway import messages, sse
 from app.gateway.metrics import GatewayMetrics
-from app.gateway.names import GET_STREAM, StreamNames, request_id_of
+from app.gateway.names import GET_STREAM, Caller, StreamNames, request_id_of
 from app.service.frames import EndFrame, EventFrame, Heartbeat, ResetFrame
 from app.service.live import Follow
 
@@ -56,10 +56,10 @@ class Resumes:
     async def answer(
         self,
         claim: str,
-        scope: str,
+        caller: Caller,
         standalone: Callable[[bytes], Awaitable[Response]],
     ) -> Response:
-        """The response to a GET carrying the claim `claim`, from a caller of `scope`;
+        """The response to a GET carrying the claim `claim`, from `caller`;
         `standalone(replayed)` opens a fresh standalone stream after the bytes replayed."""
         parsed = parse_event_id(claim)
         stream_id = None
@@ -76,7 +76,7 @@ class Resumes:
             self._metrics.resumes.labels("invalid", reason).inc()
             return problem(reason, reading.decision.detail, members={"verdict": "invalid"})
         named = self._names.parse(stream_id)
-        if named is None or named[0] != scope:
+        if named is None or not caller.owns(named[0]):
             self._metrics.resumes.labels("invalid", CROSS_SESSION).inc()
             # Audited like a decision of the table (the decision log, the verdict metric,
             # the warning): a claim of another session's stream is a bug or a spoof.
