@@ -181,8 +181,8 @@ class Settings(BaseSettings):
         default=None,
         min_length=16,
         repr=False,
-        description="Key of the session scopes' HMAC; replicas must share it. Default: random "
-        "per process (one gateway process only).",
+        description="Key of the session scopes' HMAC. Default: a key kept in the database "
+        "(created once, shared by every replica of that database).",
     )
     gateway_connect_timeout_seconds: float = Field(default=5.0, gt=0)
     gateway_read_timeout_seconds: float = Field(

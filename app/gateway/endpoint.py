@@ -15,7 +15,8 @@
   `EVENTLOG_MAX_BODY_BYTES` is refused 413 by the front door before anything is sent.
 
 `Authorization` is forwarded and enters only the keyed hash of the session scope; it is
-never logged or stored.
+never logged or stored. The hash's key is `EVENTLOG_GATEWAY_SECRET`, else the one kept in
+the database (`app.service.keys`), so every replica of one database names alike.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import socket
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -38,7 +38,7 @@ from app.bootstrap import Container
 from app.errors import UpstreamUnavailable
 from app.gateway import messages
 from app.gateway.metrics import GatewayMetrics
-from app.gateway.names import GET_STREAM, StreamNames, scope_of, sdk_stream_of
+from app.gateway.names import GET_STREAM, Caller, Scopes, StreamNames, sdk_stream_of
 from app.gateway.recorder import Recorder
 from app.gateway.recording import Recording
 from app.gateway.resume import Resumes
@@ -51,11 +51,13 @@ from app.gateway.upstream import (
     returned,
     trusted_networks,
 )
+from app.service.keys import SharedSecrets
 
 log = logging.getLogger(__name__)
 
 SSE_REVISION = "2025-11-25"  # the first revision whose streams start with a priming event
 MODERN_REVISION = "2026-07-28"  # sessionless: no Last-Event-ID resumption, not recorded
+SCOPE_KEY_NAME = "gateway.scope"  # the name the scopes' key is kept under in `secrets`
 _RECONNECT_HEADERS = frozenset(
     {"authorization", "mcp-session-id", "mcp-protocol-version", "cookie"}
 )
@@ -70,13 +72,13 @@ class Gateway:
         self._settings = settings
         self._upstream = upstream
         self._metrics = metrics
-        if settings.gateway_secret is None:
-            log.warning(
-                "EVENTLOG_GATEWAY_SECRET is not set: session scopes use a random key of this "
-                "process, so another replica (or this one restarted) cannot resume its streams"
-            )
-        secret = settings.gateway_secret or secrets.token_urlsafe(32)
-        self._secret = secret.encode()
+        # The key of the scopes: the setting, else the database's (shared by every replica
+        # of it, created by the first that asks), read once on the first request.
+        self._keys = SharedSecrets(container.database)
+        self._scopes: Scopes | None = None
+        if settings.gateway_secret is not None:
+            self._scopes = Scopes(settings.gateway_secret.encode())
+        self._scopes_read = asyncio.Lock()
         self._names = StreamNames()
         self._tenant = settings.gateway_tenant
         self._producer = f"gateway:{socket.gethostname()}:{os.getpid()}"
@@ -92,18 +94,20 @@ class Gateway:
         return self._upstream
 
     async def handle(self, request: Request) -> Response:
+        if self._scopes is None:
+            await self._read_scopes()
         version = request.headers.get("mcp-protocol-version")
         revision = version or "unknown"
         modern = version is not None and version >= MODERN_REVISION
         claim = request.headers.get("last-event-id") or None
         if request.method == "GET" and claim is not None and not modern:
-            scope = self._scope(request, request.headers.get("mcp-session-id"))
+            caller = self._caller(request, request.headers.get("mcp-session-id"))
             self._metrics.requests.labels("GET", "resume", revision).inc()
 
             async def standalone(replayed: bytes) -> Response:
                 return await self._forward(request, version, replayed)
 
-            return await self._resumes.answer(claim, scope, standalone)
+            return await self._resumes.answer(claim, caller, standalone)
         return await self._forward(request, version)
 
     async def _forward(
@@ -154,8 +158,19 @@ class Gateway:
             return _passed_through(response)
         return self._record(request, response, requests, version, replayed)
 
+    async def _read_scopes(self) -> None:
+        async with self._scopes_read:
+            if self._scopes is None:
+                secret = await self._keys.value(SCOPE_KEY_NAME)
+                self._scopes = Scopes(secret.encode())
+
+    def _caller(self, request: Request, session_id: str | None) -> Caller:
+        assert self._scopes is not None  # read by `handle` before anything else
+        return Caller(self._scopes, session_id, request.headers.get("authorization"))
+
     def _scope(self, request: Request, session_id: str | None) -> str:
-        return scope_of(self._secret, session_id, request.headers.get("authorization"))
+        """The scope a response is recorded under: its session's, or one of its own."""
+        return self._caller(request, session_id).recording_scope()
 
     def _record(
         self,

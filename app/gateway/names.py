@@ -9,6 +9,13 @@ session or of another credential names a stream outside the caller's scope
 SDK stream is the request id as a string (`"7"`, `"req-7"`), or `_GET_stream`, as the
 Python store names them; escaping and hashing are the convention's, checked against
 `tests/fixtures/stream-convention.json` like both stores.
+
+A request with no MCP session (a stateless upstream) has no session to scope it by, and
+the request ids of different clients collide (every client's first call is `1`): such a
+response is recorded under a scope of its own, `<nonce><mac>` (`Scopes.fresh`), a random
+128-bit nonce and a keyed hash of that nonce and the credential. Two calls never share a
+stream, and the scope proves, to any replica with the key and no state of its own, which
+credential may read it (`Scopes.owns`).
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ import base64
 import hashlib
 import hmac
 import re
+import secrets
 from collections import OrderedDict
+from dataclasses import dataclass
 
 PREFIX = "mcp"
 GET_STREAM = "_GET_stream"
@@ -26,13 +35,74 @@ _PLAIN = re.compile(rb"[A-Za-z0-9_.-]")
 _ESCAPE = re.compile(r"~([0-9a-f]{2})")
 _HASHED = "~h"
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,17})")
+_PART_CHARS = 22  # 128 bits in unpadded URL-safe base64
+_SESSIONLESS = b"sessionless\n"  # a sessionless mac never equals a session's scope
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def scope_of(secret: bytes, session_id: str | None, credential: str | None) -> str:
     """The scope of an MCP session as one credential sees it: 22 URL-safe characters."""
     message = f"{session_id or ''}\n{credential or ''}".encode()
-    digest = hmac.new(secret, message, hashlib.sha256).digest()[:16]
-    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+    return _b64(hmac.new(secret, message, hashlib.sha256).digest()[:16])
+
+
+def _sessionless_mac(secret: bytes, nonce: str, credential: str | None) -> str:
+    message = _SESSIONLESS + f"{nonce}\n{credential or ''}".encode()
+    return _b64(hmac.new(secret, message, hashlib.sha256).digest()[:16])
+
+
+class Scopes:
+    """The scopes of recorded streams under one key (see the module)."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def of_session(self, session_id: str, credential: str | None) -> str:
+        """The scope of an MCP session as one credential sees it (`scope_of`)."""
+        return scope_of(self._secret, session_id, credential)
+
+    def fresh(self, credential: str | None) -> str:
+        """A scope of its own for one sessionless response: 44 URL-safe characters."""
+        nonce = _b64(secrets.token_bytes(16))
+        return nonce + _sessionless_mac(self._secret, nonce, credential)
+
+    def owns(self, scope: str, session_id: str | None, credential: str | None) -> bool:
+        """Whether a caller of this session (None: none) and credential may read `scope`."""
+        if session_id is not None:
+            return hmac.compare_digest(scope, self.of_session(session_id, credential))
+        if len(scope) != 2 * _PART_CHARS:
+            return False  # a session's scope: never a sessionless caller's
+        nonce, mac = scope[:_PART_CHARS], scope[_PART_CHARS:]
+        return hmac.compare_digest(mac, _sessionless_mac(self._secret, nonce, credential))
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request, as far as scopes go: its MCP session (if any) and credential."""
+
+    scopes: Scopes
+    session_id: str | None
+    credential: str | None
+
+    @property
+    def session_scope(self) -> str | None:
+        """The scope of the caller's session (None: no session, nothing is its own)."""
+        if self.session_id is None:
+            return None
+        return self.scopes.of_session(self.session_id, self.credential)
+
+    def recording_scope(self) -> str:
+        """The scope a response to this caller is recorded under (fresh when sessionless)."""
+        if self.session_id is None:
+            return self.scopes.fresh(self.credential)
+        return self.scopes.of_session(self.session_id, self.credential)
+
+    def owns(self, scope: str) -> bool:
+        """Whether this caller may read the streams of `scope`."""
+        return self.scopes.owns(scope, self.session_id, self.credential)
 
 
 def sdk_stream_of(request_id: object) -> str:

@@ -13,10 +13,16 @@ the decision log, `eventlog_resume_verdicts_total`, the warning log).
 - `reset`: an SSE response with one JSON-RPC error for the request, `-32010`,
   `data: {"verdict": "reset", "reason", "discard_client_state": true}`.
 - `invalid`: the same with `"verdict": "invalid"` when the request is known (the claimed
-  stream names it); else problem+json (`malformed_id` 400, `unknown_generation` 404).
+  stream names it). A claim that names no stream (`malformed_id`, `unknown_generation`)
+  cannot say which request waits on it: every unanswered request of the caller's MCP
+  session — its recorded streams whose generation is not terminal, read from the log, so
+  on any replica — gets that refusal, in one SSE response, so the official clients fail
+  the request they wait on at once; a caller with no session, or none unanswered, gets
+  problem+json (`malformed_id` 400, `unknown_generation` 404).
 
 The standalone GET stream has no request to fail: a claim of it gets what it missed from
-the log, then a fresh standalone stream of the upstream (`_standalone`).
+the log, then a fresh standalone stream of the upstream (`_standalone`); a reconnect that
+missed nothing is its normal course, not audited as a resume decision.
 """
 
 from __future__ import annotations
@@ -28,17 +34,22 @@ from starlette.responses import Response
 from app.api.live import EventStreamResponse
 from app.api.problems import problem
 from app.bootstrap import Container
-from app.domain.decision import ScopeReason, Verdict
-from app.domain.ids import parse_event_id
+from app.domain.decision import Reason, ScopeReason, Verdict
+from app.domain.ids import StreamKey, parse_event_id
 from app.domain.outcomes import Decided
 from app.errors import InvalidClaim
 from app.gateway import messages, sse
 from app.gateway.metrics import GatewayMetrics
-from app.gateway.names import GET_STREAM, StreamNames, request_id_of
+from app.gateway.names import GET_STREAM, Caller, StreamNames, request_id_of
 from app.service.frames import EndFrame, EventFrame, Heartbeat, ResetFrame
 from app.service.live import Follow
+from app.service.reading import Reading
 
 CROSS_SESSION = ScopeReason.CROSS_SESSION.value
+STANDALONE = "standalone"  # the gateway's count of standalone reconnects that miss nothing
+MAX_UNANSWERED = 100  # the refusals one unresolvable claim carries at most
+_PAGE = 200
+_MAX_PAGES = 25
 
 
 class Resumes:
@@ -56,10 +67,10 @@ class Resumes:
     async def answer(
         self,
         claim: str,
-        scope: str,
+        caller: Caller,
         standalone: Callable[[bytes], Awaitable[Response]],
     ) -> Response:
-        """The response to a GET carrying the claim `claim`, from a caller of `scope`;
+        """The response to a GET carrying the claim `claim`, from `caller`;
         `standalone(replayed)` opens a fresh standalone stream after the bytes replayed."""
         parsed = parse_event_id(claim)
         stream_id = None
@@ -74,9 +85,9 @@ class Resumes:
             )
             reason = reading.decision.reason.value
             self._metrics.resumes.labels("invalid", reason).inc()
-            return problem(reason, reading.decision.detail, members={"verdict": "invalid"})
+            return await self._unresolvable(caller, reason, reading.decision.detail)
         named = self._names.parse(stream_id)
-        if named is None or named[0] != scope:
+        if named is None or not caller.owns(named[0]):
             self._metrics.resumes.labels("invalid", CROSS_SESSION).inc()
             # Audited like a decision of the table (the decision log, the verdict metric,
             # the warning): a claim of another session's stream is a bug or a spoof.
@@ -113,6 +124,41 @@ class Resumes:
             )
         return EventStreamResponse(self._bodies(follow, sdk_stream), follow.close, self._retry_ms)
 
+    async def _unresolvable(self, caller: Caller, reason: str, detail: str) -> Response:
+        """A claim that names no stream: every unanswered request of the caller's session
+        fails with the refusal (the client waits on one of them, and which one the claim
+        cannot say); with no session, or none unanswered, problem+json."""
+        scope = caller.session_scope
+        unanswered = [] if scope is None else await self._unanswered(scope)
+        if not unanswered:
+            return problem(reason, detail, members={"verdict": "invalid"})
+        body = b"".join(_refusal(sdk, "invalid", reason, detail) for sdk in unanswered)
+        return _sse(body)
+
+    async def _unanswered(self, scope: str) -> list[str]:
+        """The SDK streams of the requests of `scope` whose recording has no answer yet
+        (current generation not terminal), read from the log: the same on every replica.
+        At most `MAX_UNANSWERED`, among the session's first `_PAGE * _MAX_PAGES` streams by
+        name: a bad claim costs a bounded read however long the session has run."""
+        found: list[str] = []
+        after: StreamKey | None = None
+        prefix = self._names.name(scope, "")
+        for _ in range(_MAX_PAGES):
+            page = await self._container.admin.streams(
+                prefix=prefix, tenant=self._tenant, after=after, limit=_PAGE
+            )
+            for record in page:
+                named = self._names.parse(record.stream_id)
+                current = record.current
+                if named is None or named[1] == GET_STREAM or current is None:
+                    continue  # the standalone stream has no request; a hashed id unknown here
+                if not current.terminal:
+                    found.append(named[1])
+            if len(page) < _PAGE or len(found) >= MAX_UNANSWERED:
+                break
+            after = StreamKey(self._tenant, page[-1].stream_id)
+        return found[:MAX_UNANSWERED]
+
     async def _standalone(
         self, claim: str, stream_id: str, standalone: Callable[[bytes], Awaitable[Response]]
     ) -> Response:
@@ -121,15 +167,26 @@ class Resumes:
         Its recording ended when its client left, so there is no live rest to follow; a
         reset asks nothing of the client (no request waits on this stream): it just gets
         the fresh stream. `invalid` is a problem, so the client stops reconnecting.
+
+        A claim that misses nothing — the client held every message of that stream when it
+        ended (its generation is terminal at or before the claim, or still open with
+        nothing after it) — is the normal end of a standalone stream, not a resume
+        decision: it is not audited (decision log, `eventlog_resume_verdicts_total`), only
+        counted as `eventlog_gateway_resumes_total{verdict="resume",reason="standalone"}`.
+        Every other claim is audited as the table decided it.
         """
-        reading = await self._container.eventlog.resume(
-            self._tenant,
+        reading = await self._container.reads.decide(
             claim,
+            tenant=self._tenant,
             asked_stream=stream_id,
             limit=self._container.settings.default_page_limit,
         )
         decision = reading.decision
-        self._metrics.resumes.labels(decision.verdict.value, decision.reason.value).inc()
+        if _continues(reading, claim):
+            self._metrics.resumes.labels("resume", STANDALONE).inc()
+        else:
+            self._container.observer.decided(reading.outcome(self._tenant, claim))
+            self._metrics.resumes.labels(decision.verdict.value, decision.reason.value).inc()
         if decision.verdict is Verdict.INVALID:
             return problem(decision.reason.value, decision.detail, members={"verdict": "invalid"})
         replayed: list[bytes] = []
@@ -146,12 +203,7 @@ class Resumes:
         return await standalone(b"".join(replayed))
 
     def _refuse(self, sdk_stream: str, verdict: str, reason: str, detail: str) -> Response:
-        body = _refusal(sdk_stream, verdict, reason, detail)
-        return Response(
-            body,
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        return _sse(_refusal(sdk_stream, verdict, reason, detail))
 
     async def _bodies(self, follow: Follow, sdk_stream: str) -> AsyncGenerator[bytes]:
         joiner = messages.Joiner()
@@ -179,6 +231,28 @@ class Resumes:
                     out.append(b": keep-alive\n")
             if out:
                 yield b"".join(out)
+
+
+def _continues(reading: Reading, claim: str) -> bool:
+    """Whether a claim of a standalone stream misses nothing of it (see `_standalone`)."""
+    parsed = parse_event_id(claim)
+    claimed = reading.claimed
+    if parsed is None or claimed is None:
+        return False
+    decision = reading.decision
+    if decision.verdict is Verdict.RESUME:
+        return parsed.seq >= claimed.tail_seq
+    if decision.verdict is Verdict.RESET and decision.reason is Reason.TERMINAL:
+        return claimed.terminal_seq is not None and parsed.seq >= claimed.terminal_seq
+    return False
+
+
+def _sse(body: bytes) -> Response:
+    return Response(
+        body,
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
 
 
 def _refusal(sdk_stream: str, verdict: str, reason: str, detail: str) -> bytes:
