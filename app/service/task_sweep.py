@@ -62,7 +62,9 @@ class TaskSweeper:
 
             if await self._database.write(settle):
                 settled += 1
-                log.info("task %s: its worker's lease lapsed; settled failed/worker_lost", task_id)
+                log.warning(
+                    "task %s: its worker's lease lapsed; settled failed/worker_lost", task_id
+                )
         if settled:
             self._observer.tasks_lost(settled)
         await self._database.write(lambda conn: store.delete_expired(conn, self._clock(), batch))
