@@ -24,6 +24,7 @@ from app.service.live import LiveReads
 from app.service.observer import Observer, Observers
 from app.service.reading import ReadPath
 from app.service.retention import RetentionWorker
+from app.service.task_admin import TaskAdmin
 from app.service.task_sweep import TaskSweeper
 from app.service.tasks import TaskService
 from app.settings import Settings
@@ -59,6 +60,7 @@ class Container:
     live: LiveReads
     background: Background
     tasks: TaskService
+    task_admin: TaskAdmin
     task_sweeper: TaskSweeper
     tracing: Tracing | None = None
     # The newest migration, read from the scripts on first use (they are files, not the DB).
@@ -151,6 +153,7 @@ def build(
         live=LiveReads(eventlog, reads, fanout, settings, observer),
         background=background,
         tasks=TaskService(database, eventlog, settings),
+        task_admin=TaskAdmin(database, settings),
         task_sweeper=task_sweeper,
         tracing=tracing,
     )

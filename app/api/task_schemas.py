@@ -173,3 +173,34 @@ class TaskAppendResponse(BaseModel):
     tail_seq: int
     duplicate: bool
     lease_expires_at: datetime | None
+
+
+class AdminTask(TaskOut):
+    """A task as an operator sees it: its tenant, principal and what was asked, too."""
+
+    tenant: str
+    principal: str | None
+    request: dict[str, Any] | None
+    expires_at: datetime
+    lease_seconds: int
+    settled_at: datetime | None
+
+    @classmethod
+    def of_record(cls, task: TaskRecord) -> AdminTask:
+        """The operator's view of a stored task."""
+        return cls(
+            **TaskOut.of(task).model_dump(),
+            tenant=task.tenant,
+            principal=task.principal,
+            request=task.request,
+            expires_at=task.expires_at,
+            lease_seconds=task.lease_seconds,
+            settled_at=task.settled_at,
+        )
+
+
+class TaskList(BaseModel):
+    """A page of tasks, newest first; pass `next_cursor` as `cursor` for the next one."""
+
+    tasks: list[AdminTask]
+    next_cursor: str | None
