@@ -16,7 +16,8 @@ from typing import Any, TextIO
 from app.admin_client import DEFAULT_URL, AdminClient, AdminError
 from app.text import printable
 
-COMMANDS = ("streams", "stream", "explain", "stats", "decisions")
+COMMANDS = ("streams", "stream", "explain", "stats", "decisions", "tasks", "task")
+TASK_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 
 
 def add_admin_parser(commands: Any) -> None:
@@ -50,6 +51,13 @@ def add_admin_parser(commands: Any) -> None:
     decisions.add_argument("--reason")
     decisions.add_argument("--tenant")
     decisions.add_argument("--limit", type=int, default=50)
+    tasks = which.add_parser("tasks", help="list tasks, newest first")
+    tasks.add_argument("--status", choices=TASK_STATUSES)
+    tasks.add_argument("--tenant")
+    tasks.add_argument("--limit", type=int, default=50)
+    tasks.add_argument("--cursor")
+    task = which.add_parser("task", help="a task with its attempts and events")
+    task.add_argument("task_id")
 
 
 async def run_admin(args: argparse.Namespace, client: AdminClient, out: TextIO = sys.stdout) -> int:
@@ -80,6 +88,12 @@ async def _fetch(args: argparse.Namespace, client: AdminClient) -> dict[str, Any
         )
     if command == "stats":
         return await client.stats()
+    if command == "tasks":
+        return await client.tasks(
+            status=args.status, tenant=args.tenant, limit=args.limit, cursor=args.cursor
+        )
+    if command == "task":
+        return await client.task(args.task_id)
     return await client.decisions(
         stream_id=args.stream_id,
         verdict=args.verdict,
@@ -263,10 +277,58 @@ def render_decisions(body: dict[str, Any]) -> str:
     return table([*headers, "EVENTS"], rows)
 
 
+def render_tasks(body: dict[str, Any]) -> str:
+    """The task listing."""
+    rows = [
+        [
+            t["task_id"],
+            t["tenant"],
+            t["status"],
+            t["attempt"],
+            t["principal"],
+            _time(t["created_at"]),
+            _time(t["last_updated_at"]),
+            t["status_message"],
+        ]
+        for t in body["tasks"]
+    ]
+    headers = ["TASK", "TENANT", "STATUS", "ATTEMPT", "PRINCIPAL", "CREATED", "UPDATED"]
+    text = table([*headers, "MESSAGE"], rows)
+    if body.get("next_cursor"):
+        text += f"\nmore: --cursor {printable(body['next_cursor'])}"
+    return text
+
+
+def render_task(body: dict[str, Any]) -> str:
+    """A task, its attempts, and the first events of its current attempt."""
+    t = body["task"]
+    lines = [
+        printable(
+            f"task {t['task_id']} (tenant {t['tenant']}): {t['status']}, attempt {t['attempt']}"
+        ),
+        printable(f"created {_time(t['created_at'])}, updated {_time(t['last_updated_at'])}"),
+    ]
+    if t["status_message"]:
+        lines.append(printable(f"message: {t['status_message']}"))
+    for name in ("error", "result", "input_requests"):
+        if t.get(name) is not None:
+            lines.append(printable(f"{name}: {json.dumps(t[name])[:200]}"))
+    attempts = [
+        [g["epoch"], g["generation"], state_of(g), g["producer"], g["tail_seq"]]
+        for g in body["attempts"]
+    ]
+    lines += ["", table(["ATTEMPT", "GENERATION", "STATE", "PRODUCER", "EVENTS"], attempts)]
+    events = [[e["seq"], e["event"], e["data"][:60]] for e in body["events"]]
+    lines += ["", table(["SEQ", "EVENT", "DATA"], events)]
+    return "\n".join(lines)
+
+
 RENDERERS = {
     "streams": render_streams,
     "stream": render_stream,
     "explain": render_explain,
     "stats": render_stats,
     "decisions": render_decisions,
+    "tasks": render_tasks,
+    "task": render_task,
 }

@@ -104,6 +104,22 @@ class AdminClient:
         }
         return await self._call("GET", "/decisions", params=params)
 
+    async def tasks(
+        self,
+        *,
+        status: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """A page of unexpired tasks, newest first (`next_cursor` for the next page)."""
+        params = {"status": status, "tenant": tenant, "limit": limit, "cursor": cursor}
+        return await self._call("GET", "/tasks", params=params)
+
+    async def task(self, task_id: str) -> dict[str, Any]:
+        """One task with its attempts and the first events of its current attempt."""
+        return await self._call("GET", f"/tasks/{path_segment(task_id)}")
+
     async def stats(self) -> dict[str, Any]:
         """Counts across the log and verdicts by reason."""
         return await self._call("GET", "/stats")

@@ -24,6 +24,9 @@ from app.service.live import LiveReads
 from app.service.observer import Observer, Observers
 from app.service.reading import ReadPath
 from app.service.retention import RetentionWorker
+from app.service.task_admin import TaskAdmin
+from app.service.task_sweep import TaskSweeper
+from app.service.tasks import TaskService
 from app.settings import Settings
 from app.storage.database import Database
 from app.storage.migrate import head_revision
@@ -56,6 +59,9 @@ class Container:
     fanout: Fanout
     live: LiveReads
     background: Background
+    tasks: TaskService
+    task_admin: TaskAdmin
+    task_sweeper: TaskSweeper
     tracing: Tracing | None = None
     # The newest migration, read from the scripts on first use (they are files, not the DB).
     _head: str | None = field(default=None, init=False)
@@ -131,6 +137,9 @@ def build(
         background.add("decision-audit-flusher", audit.run)
     if settings.retention_interval_seconds > 0:
         background.add("retention-worker", retention.run)
+    task_sweeper = TaskSweeper(database, settings, observer=observer)
+    if settings.lease_sweep_seconds > 0:
+        background.add("task-lease-sweep", task_sweeper.run)
     return Container(
         settings=settings,
         database=database,
@@ -143,6 +152,9 @@ def build(
         fanout=fanout,
         live=LiveReads(eventlog, reads, fanout, settings, observer),
         background=background,
+        tasks=TaskService(database, eventlog, settings),
+        task_admin=TaskAdmin(database, settings),
+        task_sweeper=task_sweeper,
         tracing=tracing,
     )
 

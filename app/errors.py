@@ -10,9 +10,14 @@ The tree, with the code(s) each leaf answers with:
     │   │                            (on SQLite the group commit fails only that write)
     │   ├── NotFound
     │   │   ├── UnknownGeneration    unknown_generation
-    │   │   └── UnknownStream        unknown_stream
+    │   │   ├── UnknownStream        unknown_stream
+    │   │   └── UnknownTask          unknown_task (unknown, expired and another
+    │   │                            principal's or tenant's tasks alike)
     │   ├── ConflictingBatch         superseded · terminal · expired · seq_conflict · seq_gap
     │   ├── PageOutOfRange           beyond_tail · expired · evicted
+    │   ├── TaskEventsGone           evicted (with `earliest_seq`)
+    │   ├── TaskConflict             superseded · unknown_attempt · terminal ·
+    │   │                            invalid_transition (a worker's write to a task)
     │   ├── InvalidClaim             malformed_id · unknown_generation · cross_stream ·
     │   │                            beyond_tail (a live read's claim; verdict `invalid`)
     │   ├── LimitExceeded
@@ -61,6 +66,7 @@ from types import MappingProxyType
 from app.domain.append import AppendConflict
 from app.domain.decision import Reason, Verdict
 from app.domain.paging import PageRefusal
+from app.domain.tasks import TaskRefusal
 
 
 class EventLogError(Exception):
@@ -68,7 +74,7 @@ class EventLogError(Exception):
 
     code: str
     """The stable problem code (`superseded`, `seq_gap`, …) a client matches on."""
-    members: Mapping[str, str] = MappingProxyType({})
+    members: Mapping[str, object] = MappingProxyType({})
     """Extension members the problem body carries besides `code` and `detail`."""
 
     def __init__(self, detail: str) -> None:
@@ -105,6 +111,20 @@ class UnknownStream(NotFound):
     what = "stream"
 
 
+class UnknownTask(NotFound):
+    """No task of this id that the caller may see: never created, expired, or another
+    principal's or tenant's. One answer for all, so that an id reveals nothing."""
+
+    code = "unknown_task"
+    what = "task"
+
+    def __init__(self, looked_up: str) -> None:
+        super().__init__(looked_up)
+        # Not even the id the caller sent: every unknown_task answer is the same bytes.
+        self.detail = "no task of this id that this caller may see"
+        self.args = (self.detail,)
+
+
 class ConflictingBatch(Rejected):
     """A batch conflicts with its generation's state (fenced, finished, out of order)."""
 
@@ -118,6 +138,27 @@ class PageOutOfRange(Rejected):
     """A page of events cannot be served without skipping events (or is beyond the tail)."""
 
     def __init__(self, refusal: PageRefusal, detail: str) -> None:
+        super().__init__(detail)
+        self.refusal = refusal
+        self.code = refusal.value
+
+
+class TaskEventsGone(Rejected):
+    """A page of a task's events that starts before what is retained: `earliest_seq` is
+    the first seq still there, where the reader can start over."""
+
+    code = "evicted"
+
+    def __init__(self, detail: str, earliest_seq: int) -> None:
+        super().__init__(detail)
+        self.earliest_seq = earliest_seq
+        self.members = MappingProxyType({"earliest_seq": earliest_seq})
+
+
+class TaskConflict(Rejected):
+    """A worker's write that the task's state refuses (`app/domain/tasks.py`)."""
+
+    def __init__(self, refusal: TaskRefusal, detail: str) -> None:
         super().__init__(detail)
         self.refusal = refusal
         self.code = refusal.value

@@ -163,6 +163,26 @@ class Settings(BaseSettings):
         "so is one whose producer does not read an answer for this long.",
     )
 
+    # Writer leases and durable tasks (docs/tasks.md).
+    writer_lease_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=86_400,
+        description="A writer's lease when it names none; a task's worker lease is one.",
+    )
+    lease_sweep_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="How often lapsed leases are looked for (a task's worker lost); 0: never, "
+        "only when a lapsed task is read or written.",
+    )
+    task_default_ttl_ms: int = Field(
+        default=86_400_000, ge=1, description="A task's time to live when its creator names none."
+    )
+    task_poll_interval_ms: int = Field(
+        default=1_000, ge=0, description="The poll interval a task suggests when none is named."
+    )
+
     decision_log: bool = True
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)

@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import make_url
 
 from app import __version__, bootstrap, telemetry
-from app.api import admin, channel, health, live, writer
+from app.api import admin, admin_tasks, channel, health, live, tasks, writer
 from app.api.auth import Keyring
 from app.api.deps import ApiState
 from app.api.draining import drained_on_signal
@@ -72,7 +72,9 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
     app.include_router(writer.router)
     app.include_router(channel.router)
     app.include_router(live.router)
+    app.include_router(tasks.router)
     app.include_router(admin.router)
+    app.include_router(admin_tasks.router)
     app.include_router(console_router)
     if tracing is not None:
         tracing.instrument_app(app)

@@ -7,12 +7,15 @@ series stays bounded whatever the traffic.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import Scope
 
 from app import __version__
 from app.domain.append import AppendConflict
 from app.domain.outcomes import BatchAcknowledged, Decided, RetentionPass
+from app.domain.tasks import TaskStatus
 from app.service.observer import Observer
 
 UNMATCHED_ROUTE = "<unmatched>"
@@ -106,6 +109,20 @@ class Metrics(Observer):
             registry=r,
         )
 
+        self.tasks_now = Gauge(
+            "eventlog_tasks",
+            "Unexpired tasks by status, as the last task sweep of this process counted them",
+            ["status"],
+            registry=r,
+        )
+        for status in TaskStatus:
+            self.tasks_now.labels(status.value).set(0)
+        self.tasks_worker_lost = Counter(
+            "eventlog_tasks_worker_lost",
+            "Tasks this process settled failed/worker_lost (their worker's lease lapsed)",
+            registry=r,
+        )
+
     def decided(self, decided: Decided) -> None:
         """Count a resume verdict by reason."""
         self.verdicts.labels(decided.verdict.value, decided.reason.value).inc()
@@ -155,6 +172,15 @@ class Metrics(Observer):
     def background_failed(self, task: str) -> None:
         """Count a background task that died (it is restarted)."""
         self.background_failures.labels(task).inc()
+
+    def tasks_counted(self, counts: Mapping[str, int]) -> None:
+        """Set the tasks-by-status gauge (every status, 0 when none)."""
+        for status in TaskStatus:
+            self.tasks_now.labels(status.value).set(counts.get(status.value, 0))
+
+    def tasks_lost(self, count: int) -> None:
+        """Count tasks settled worker_lost here."""
+        self.tasks_worker_lost.inc(count)
 
 
 def observe_request(metrics: Metrics, method: str, route: str, status: int, seconds: float) -> None:

@@ -104,6 +104,9 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         ),
         "host_not_allowed": ProblemCode(421, "the Host is not one the service answers as"),
         "internal_error": ProblemCode(500, "an unexpected error of the service (its log has it)"),
+        "invalid_transition": ProblemCode(
+            409, "a task status change the task's state does not allow"
+        ),
         "invalid_json": ProblemCode(422, "the body is not strict UTF-8 JSON (or has a key twice)"),
         "malformed_id": ProblemCode(400, "a live read's claim is not <token>:<seq>"),
         "method_not_allowed": ProblemCode(405, "the route does not answer this method"),
@@ -143,6 +146,10 @@ PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
         "unauthorized": ProblemCode(401, "no key, or a key the service does not know", _CHALLENGE),
         "unknown_generation": ProblemCode(404, "no generation has this token (for this tenant)"),
         "unknown_stream": ProblemCode(404, "no stream has this id (for this tenant)"),
+        "unknown_task": ProblemCode(
+            404, "no task of this id the caller may see (unknown, expired or another's)"
+        ),
+        "unknown_attempt": ProblemCode(409, "a task attempt number that was never started"),
         "unsupported_media_type": ProblemCode(
             415, "the body is not declared as JSON, or is encoded"
         ),

@@ -7,7 +7,7 @@ block and must not raise: it runs inside a request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from app.domain.append import AppendConflict
 from app.domain.outcomes import BatchAcknowledged, Decided, RetentionPass
@@ -45,6 +45,12 @@ class Observer:
 
     def live_source(self, source: str, up: bool) -> None:
         """A wake-up source connected (up) or lost its connection."""
+
+    def tasks_counted(self, counts: Mapping[str, int]) -> None:
+        """The unexpired tasks by status, as a sweep found them."""
+
+    def tasks_lost(self, count: int) -> None:
+        """This process settled `count` tasks `failed` / `worker_lost` (lapsed leases)."""
 
 
 class Observers(Observer):
@@ -92,3 +98,11 @@ class Observers(Observer):
     def live_source(self, source: str, up: bool) -> None:
         for observer in self._observers:
             observer.live_source(source, up)
+
+    def tasks_counted(self, counts: Mapping[str, int]) -> None:
+        for observer in self._observers:
+            observer.tasks_counted(counts)
+
+    def tasks_lost(self, count: int) -> None:
+        for observer in self._observers:
+            observer.tasks_lost(count)

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     Column,
@@ -159,3 +160,42 @@ secrets = Table(
     Column("value", Text, nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
 )
+
+# Durable MCP tasks (docs/tasks.md). A task's events are the log stream `task:<task_id>`,
+# one generation per attempt; `attempt` is that generation's epoch and `generation` its
+# token, both changed in the one transaction that opens it. `lease_expires_at` is the
+# worker lease of the current attempt (null once the task is terminal): a task that is
+# neither terminal nor expired whose lease ran out is settled `failed` / `worker_lost` by
+# one guarded UPDATE of whichever replica notices first.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("task_id", String(64), primary_key=True),
+    Column("tenant", String(64), nullable=False),
+    Column("principal", String(256), nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("status_message", Text, nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("last_updated_at", UtcDateTime(), nullable=False),
+    Column("ttl_ms", BigInteger, nullable=False),
+    Column("poll_interval_ms", Integer, nullable=False),
+    # created_at + ttl_ms: from then on the task is unknown_task, and retention removes it.
+    Column("expires_at", UtcDateTime(), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("generation", String(64), nullable=False),
+    Column("lease_seconds", Integer, nullable=False),
+    Column("lease_expires_at", UtcDateTime(), nullable=True),
+    Column("request", JSON(none_as_null=True), nullable=True),
+    Column("result", JSON(none_as_null=True), nullable=True),
+    Column("error", JSON(none_as_null=True), nullable=True),
+    Column("input_requests", JSON(none_as_null=True), nullable=True),
+    Column("input_responses", JSON(none_as_null=True), nullable=True),
+    Column("cancel_requested_at", UtcDateTime(), nullable=True),
+    Column("settled_at", UtcDateTime(), nullable=True),
+)
+
+# The lease sweep finds lapsed leases, retention expired tasks, the admin list and the
+# metrics filter and count by status.
+Index("ix_tasks_lease_expires_at", tasks.c.lease_expires_at)
+Index("ix_tasks_expires_at", tasks.c.expires_at)
+Index("ix_tasks_status", tasks.c.status)

@@ -24,6 +24,7 @@ from app.api.problems import (
 from app.domain.append import AppendConflict
 from app.domain.decision import DECISION_TABLE, Reason, Verdict
 from app.domain.paging import PageRefusal
+from app.domain.tasks import TaskRefusal
 from app.errors import (
     ConflictingBatch,
     EventLogError,
@@ -31,6 +32,8 @@ from app.errors import (
     PageOutOfRange,
     StorageFailed,
     StorageUnavailable,
+    TaskConflict,
+    TaskEventsGone,
     TooManyReaders,
     Unauthenticated,
     UnknownGeneration,
@@ -54,6 +57,7 @@ CARRIED: dict[type[EventLogError], list[EventLogError]] = {
     ConflictingBatch: [ConflictingBatch(c, "d") for c in AppendConflict],
     PageOutOfRange: [PageOutOfRange(r, "d") for r in PageRefusal],
     InvalidClaim: [InvalidClaim(r, "d") for r in INVALID_REASONS],
+    TaskConflict: [TaskConflict(r, "d") for r in TaskRefusal],
 }
 
 
@@ -115,6 +119,12 @@ def test_an_invalid_claim_says_its_verdict_and_a_lookup_does_not() -> None:
         "no generation 'tok' here",
     )
     assert "verdict" not in lookup
+
+
+def test_a_task_conflict_answers_409_and_gone_task_events_say_where_to_start() -> None:
+    assert {answer(e).status_code for e in CARRIED[TaskConflict]} == {409}
+    status, body, _ = _body(TaskEventsGone("events after 3 were evicted", earliest_seq=7))
+    assert (status, body["code"], body["earliest_seq"]) == (410, "evicted", 7)
 
 
 def test_headers_and_details_come_from_the_row() -> None:

@@ -398,3 +398,34 @@ def test_open_mode_needs_no_key(browser: Browser, tmp_path: Path) -> None:
 
 def _query(**params: Any) -> str:
     return str(httpx.QueryParams(params))
+
+
+def test_tasks_are_listed_by_status_and_shown_with_attempts_and_events(
+    page: Page, base: str
+) -> None:
+    from playwright.sync_api import expect
+
+    headers = {"Authorization": f"Bearer {ACME}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as writer:
+        task = writer.post("/v1/tasks", json={"principal": "console-user"}).json()
+        task_id = task["task_id"]
+        writer.post(f"/v1/tasks/{task_id}/attempts", json={"supersedes": 1})
+        events = {"attempt": 2, "events": [{"data": "half way", "event": "progress"}]}
+        writer.post(f"/v1/tasks/{task_id}/events", json=events)
+        failed = writer.post("/v1/tasks", json={}).json()
+        error = {"code": -32000, "message": HOSTILE}
+        body = {"attempt": 1, "status": "failed", "error": error}
+        writer.post(f"/v1/tasks/{failed['task_id']}/status", json=body)
+    sign_in(page, base)
+    page.click("#nav a[data-view=tasks]")
+    expect(page.locator("#view-tasks tbody tr").first).to_be_visible()
+    page.select_option("#task-filters select[name=status]", "failed")
+    page.click("#task-filters button[type=submit]")
+    expect(page).to_have_url(re.compile(r"status=failed"))
+    expect(page.locator("#view-tasks tbody .badge")).to_have_text(["failed"])
+    page.click("#view-tasks tbody a")
+    expect(page.locator("#task-outcome")).to_contain_text(HOSTILE)  # as text, never run
+    assert page.evaluate("window.__pwned") is None
+    page.goto(f"{base}/admin/ui/#/tasks/{task_id}")
+    expect(page.locator("#view-task")).to_contain_text("half way")
+    expect(page.locator("#view-task table").first.locator("tbody tr")).to_have_count(2)

@@ -9,6 +9,7 @@ import { generationView } from './view-generation.js';
 import { statsView } from './view-stats.js';
 import { streamView } from './view-stream.js';
 import { streamsView } from './view-streams.js';
+import { taskView, tasksView } from './view-tasks.js';
 
 const ROUTES = [
   [/^streams$/, 'streams', streamsView],
@@ -16,6 +17,8 @@ const ROUTES = [
   [/^generations\/([^/]+)$/, 'streams', generationView],
   [/^explain$/, 'explain', explainView],
   [/^decisions$/, 'decisions', decisionsView],
+  [/^tasks$/, 'tasks', tasksView],
+  [/^tasks\/([^/]+)$/, 'tasks', taskView],
   [/^stats$/, 'stats', statsView],
 ];
 

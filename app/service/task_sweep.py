@@ -1,0 +1,73 @@
+"""The lease sweep of tasks: a task whose worker stopped renewing its lease is settled
+`failed` / `worker_lost` within the lease plus one sweep period, whether or not anyone
+reads it; and tasks past their TTL are deleted.
+
+Every replica sweeps; each lapsed task is settled by one guarded UPDATE
+(`app/storage/tasks.py`), so when several replicas meet one task at once, exactly one
+records it and the others change nothing. The sweep also counts tasks by status for the
+metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy.engine import Connection
+
+from app.errors import StorageError
+from app.service.clock import Clock, utc_now
+from app.service.observer import Observer
+from app.settings import Settings
+from app.storage import tasks as store
+from app.storage.database import Database
+
+log = logging.getLogger(__name__)
+
+
+class TaskSweeper:
+    """Settles lapsed tasks and deletes expired ones, every `lease_sweep_seconds`."""
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        *,
+        observer: Observer | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._database = database
+        self._settings = settings
+        self._observer = observer or Observer()
+        self._clock = clock
+
+    async def run(self) -> None:
+        """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
+        while True:
+            await asyncio.sleep(self._settings.lease_sweep_seconds)
+            try:
+                await self.sweep_once()
+            except StorageError as error:
+                log.warning("task sweep failed, retrying next period: %s", error)
+
+    async def sweep_once(self) -> int:
+        """One sweep: returns how many tasks this replica settled `worker_lost`."""
+        batch, settled = self._settings.retention_batch_size, 0
+        now = self._clock()
+        due = await self._database.read(lambda conn: store.lapsed(conn, now, batch))
+        for task_id in due:
+
+            def settle(conn: Connection, task_id: str = task_id) -> bool:
+                return store.settle_lapsed(conn, task_id, self._clock()) is not None
+
+            if await self._database.write(settle):
+                settled += 1
+                log.warning(
+                    "task %s: its worker's lease lapsed; settled failed/worker_lost", task_id
+                )
+        if settled:
+            self._observer.tasks_lost(settled)
+        await self._database.write(lambda conn: store.delete_expired(conn, self._clock(), batch))
+        counts = await self._database.read(lambda conn: store.counts(conn, self._clock()))
+        self._observer.tasks_counted(counts)
+        return settled
