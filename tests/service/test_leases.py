@@ -9,11 +9,13 @@ loaded machine (`SLACK`), never less.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 from tests.support.live_readers import LiveReader
 from tests.support.writer_calls import append, open_generation, resume
@@ -209,3 +211,54 @@ async def test_a_long_poll_is_answered_when_its_generation_is_abandoned(
     body = page.json()
     assert (body["abandoned"], body["events"], body["superseded"]) == (True, [], False)
     assert time.monotonic() - started < LEASE + SWEEP + SLACK
+
+
+async def _frames(base: str, frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    url = base.replace("http://", "ws://") + "/v1/append"
+    async with connect(url) as channel:
+        for frame in frames:
+            await channel.send(json.dumps(frame))
+        return [json.loads(await channel.recv()) for _ in frames]
+
+
+async def test_a_channel_renews_one_or_many_generations(http: httpx.AsyncClient, base: str) -> None:
+    tokens = [
+        (await open_generation(http, f"channel-lease-{i}", lease_seconds=1))["generation"]
+        for i in range(3)
+    ]
+    await append(http, tokens[2], ["x"], terminal=True)
+    deadline = time.monotonic() + 3 * LEASE + SWEEP
+    answers: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:  # silent, renewed over the channel only
+        answers = await _frames(
+            base,
+            [
+                {"id": 1, "generation": tokens[0], "lease": True},
+                {"id": 2, "generations": tokens, "lease": True},
+            ],
+        )
+        await asyncio.sleep(LEASE / 4)
+    one, many = answers
+    assert (one["id"], one["status"], one["generation"]) == (1, 200, tokens[0])
+    assert (many["id"], many["status"]) == (2, 200)
+    assert [(e["generation"], e["status"]) for e in many["leases"]] == [
+        (tokens[0], 200),
+        (tokens[1], 200),
+        (tokens[2], 409),
+    ]
+    assert many["leases"][2]["code"] == "terminal"
+    for i in range(2):
+        assert (await _stream(http, f"channel-lease-{i}"))["abandoned"] is False
+
+
+async def test_a_lease_frame_names_one_generation_or_many(base: str) -> None:
+    token = "AAAAAAAAAAAAAAAAAAAAAA"
+    both, neither = await _frames(
+        base,
+        [
+            {"id": "a", "generation": token, "generations": [token], "lease": True},
+            {"id": "b", "lease": True},
+        ],
+    )
+    assert (both["status"], both["code"]) == (422, "validation_error")
+    assert (neither["status"], neither["code"]) == (422, "validation_error")
