@@ -13,7 +13,8 @@ The tree, with the code(s) each leaf answers with:
     │   │   ├── UnknownStream        unknown_stream
     │   │   └── UnknownTask          unknown_task (unknown, expired and another
     │   │                            principal's or tenant's tasks alike)
-    │   ├── ConflictingBatch         superseded · terminal · expired · seq_conflict · seq_gap
+    │   ├── ConflictingBatch         superseded · terminal · abandoned · expired ·
+    │   │                            seq_conflict · seq_gap (also a lease renewal's refusal)
     │   ├── PageOutOfRange           beyond_tail · expired · evicted
     │   ├── TaskEventsGone           evicted (with `earliest_seq`)
     │   ├── TaskConflict             superseded · unknown_attempt · terminal ·

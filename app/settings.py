@@ -163,18 +163,29 @@ class Settings(BaseSettings):
         "so is one whose producer does not read an answer for this long.",
     )
 
-    # Writer leases and durable tasks (docs/tasks.md).
+    # Writer leases (CONTRACT.md, "Writer leases, pipelined writers and abandoned generations");
+    # a durable task's worker lease is one (docs/tasks.md).
     writer_lease_seconds: int = Field(
         default=30,
         ge=1,
         le=86_400,
-        description="A writer's lease when it names none; a task's worker lease is one.",
+        description="A generation's writer lease when its Open body names none: renewed by "
+        "every append and lease call; run out, the generation is abandoned. A task's worker "
+        "lease is one.",
     )
     lease_sweep_seconds: float = Field(
         default=2.0,
         ge=0,
-        description="How often lapsed leases are looked for (a task's worker lost); 0: never, "
-        "only when a lapsed task is read or written.",
+        description="How often each replica records generations whose lease ran out as "
+        "abandoned, and tasks whose worker's lease ran out as failed (worker_lost); 0: no sweep "
+        "(appends, resumes and task reads still see a lapsed lease).",
+    )
+    resume_catchup_ms: int = Field(
+        default=2_000,
+        ge=0,
+        le=30_000,
+        description="How long a resume within a writer's pipeline window waits for the tail "
+        "to reach the claim before it is reset (`lost_tail`).",
     )
     task_default_ttl_ms: int = Field(
         default=86_400_000, ge=1, description="A task's time to live when its creator names none."
