@@ -37,6 +37,7 @@ from app.api.live import EventStreamResponse
 from app.bootstrap import Container
 from app.errors import UpstreamUnavailable
 from app.gateway import messages
+from app.gateway.keeper import LeaseKeeper
 from app.gateway.metrics import GatewayMetrics
 from app.gateway.names import GET_STREAM, Caller, Scopes, StreamNames, sdk_stream_of
 from app.gateway.recorder import Recorder
@@ -84,6 +85,12 @@ class Gateway:
         self._producer = f"gateway:{socket.gethostname()}:{os.getpid()}"
         self._resumes = Resumes(container, self._names, self._tenant, metrics)
         self._recordings: set[Recording] = set()
+        self._keeper = LeaseKeeper(
+            container.eventlog.leases,
+            self._tenant,
+            settings.writer_lease_seconds / 3,
+            self._recorded_tokens,
+        )
         self._trusted_proxies = trusted_networks(settings.gateway_trusted_proxies)
         self._stop_deadline: float | None = None  # the loop's time the grace ends
         self._stop_timer: asyncio.TimerHandle | None = None
@@ -214,6 +221,7 @@ class Gateway:
         )
         self._recordings.add(recording)
         self._metrics.recordings.inc()
+        self._keeper.ensure_running()
         recording.start()
         assert recording.task is not None
         recording.task.add_done_callback(lambda _task: self._finished(recording))
@@ -222,6 +230,11 @@ class Gateway:
         )
         relayed.headers.update(returned(response.headers))
         return relayed
+
+    def _recorded_tokens(self) -> list[str]:
+        """The generations of the recordings still going, whose leases the keeper renews."""
+        recorders = (r.recorder for r in self._recordings)
+        return [r.token for r in recorders if r.token is not None and not r.terminal]
 
     def _finished(self, recording: Recording) -> None:
         self._recordings.discard(recording)
@@ -267,6 +280,7 @@ class Gateway:
             for task in pending:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        await self._keeper.stop()
         await self._upstream.aclose()
 
 

@@ -164,6 +164,15 @@ def refusal(request_id: object, verdict: str, reason: str, detail: str, *, known
     return error_response(request_id, RESUME_REFUSED, message, data, known=known)
 
 
+def recording_abandoned(request_id: object, detail: str) -> str:
+    """The error of a request whose recording stopped with its replica (the generation's
+    writer lease ran out): the answer will never come, the client should re-issue."""
+    data = {"reason": "abandoned", "detail": detail}
+    return error_response(
+        request_id, UPSTREAM_LOST, "the gateway replica recording the response was lost", data
+    )
+
+
 def upstream_lost(request_id: object, detail: str) -> str:
     """The terminal error of a request whose upstream went away before answering."""
     data = {"reason": "upstream_lost", "detail": detail}

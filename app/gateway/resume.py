@@ -119,6 +119,8 @@ class Resumes:
         self._metrics.resumes.labels(decision.verdict.value, decision.reason.value).inc()
         if decision.verdict is not Verdict.RESUME:
             follow.close()
+            if decision.reason is Reason.ABANDONED:
+                return _sse(_abandoned(sdk_stream))
             return self._refuse(
                 sdk_stream, decision.verdict.value, decision.reason.value, decision.detail
             )
@@ -219,6 +221,10 @@ class Resumes:
                         return
                     if message is not None:
                         out.append(sse.encode(message, id=f"{frame.token}:{frame.seq}"))
+                elif isinstance(frame, ResetFrame) and frame.reason is Reason.ABANDONED:
+                    out.append(_abandoned(sdk_stream))
+                    yield b"".join(out)
+                    return
                 elif isinstance(frame, ResetFrame):
                     detail = "the recorded stream was reset while it was followed"
                     out.append(_refusal(sdk_stream, "reset", frame.reason.value, detail))
@@ -253,6 +259,13 @@ def _sse(body: bytes) -> Response:
         media_type="text/event-stream",
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )
+
+
+def _abandoned(sdk_stream: str) -> bytes:
+    """A followed recording whose replica died (its lease ran out): the request's answer
+    will never be recorded, so the client gets the error of a lost recording, -32011."""
+    detail = "the replica recording this response stopped renewing its lease"
+    return sse.encode(messages.recording_abandoned(request_id_of(sdk_stream), detail))
 
 
 def _refusal(sdk_stream: str, verdict: str, reason: str, detail: str) -> bytes:
