@@ -60,6 +60,10 @@ class RelayCut(Exception):
         self.detail = detail
 
 
+class _Unreadable(Exception):
+    """The log could not be read for a while: the client's stream ends there."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Pending:
     """A message not yet stored (or given up); `held`: its data stays for the client."""
@@ -152,8 +156,11 @@ class Backlog:
             if isinstance(entry, RelayCut):
                 raise entry
             if isinstance(entry, _Run):
-                async for body in self._read_back(entry):
-                    yield body
+                try:
+                    async for body in self._read_back(entry):
+                        yield body
+                except _Unreadable:
+                    return  # the client reconnects with its last id (see the module)
                 continue
             out = [self._encoded(entry)]
             while self._ready and isinstance(self._ready[0], _Message):
@@ -221,14 +228,14 @@ class Backlog:
         after = run.after
         while after < run.through:
             step = await self._read(run.token, after, run.through - after)
-            if step is None:
-                return  # the log is away: the client reconnects with its last id
             page = step.page
             if page is None or not page.contiguous or not page.events:
                 gen = step.generation
                 gone = "expired" if gen is None or gen.expired else "evicted"
                 raise RelayCut(gone, f"events after {run.token}:{after} are no longer stored")
             out: list[bytes] = []
+            # A run starts and ends at a message's bounds (`after` is its first message's
+            # first seq minus one), so the joiner sees whole messages across its pages.
             for event in page.events:
                 event_id = f"{run.token}:{event.seq}"
                 if event.event == messages.PRIMING_EVENT:
@@ -240,7 +247,9 @@ class Backlog:
             after = page.events[-1].seq
             yield b"".join(out)
 
-    async def _read(self, token: str, after: int, count: int) -> Step | None:
+    async def _read(self, token: str, after: int, count: int) -> Step:
+        """A page of at most `count` events after `after`, retried while the log is away
+        (`_Unreadable` once the retries are spent)."""
         for wait in (*_READ_RETRIES, None):
             try:
                 return await self._reads.step(
@@ -253,6 +262,6 @@ class Backlog:
             except StorageError as error:
                 if wait is None:
                     log.warning("reading back %s:%d for a relay failed: %s", token, after, error)
-                    return None
+                    raise _Unreadable from error
                 await asyncio.sleep(wait)
-        return None
+        raise AssertionError("unreachable: the last try returns or raises")

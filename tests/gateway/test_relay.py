@@ -15,7 +15,7 @@ from app import bootstrap
 from app.bootstrap import Container
 from app.domain.append import EventBody
 from app.errors import StorageUnavailable
-from app.gateway import messages
+from app.gateway import messages, relay
 from app.gateway.recorder import Recorder
 from app.gateway.relay import Backlog, RelayCut, Relayed
 from app.gateway.sse import SseEvent, SseParser
@@ -243,3 +243,28 @@ async def test_a_client_that_left_is_kept_nothing(container: Container) -> None:
     call.send(_message(6))
     await call.recorder.drain()
     assert call.backlog.held == 0
+
+
+async def test_a_log_that_cannot_be_read_back_ends_the_stream_without_a_skip(
+    container: Container, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The messages to read back are in the log, which cannot be read for now: the
+    stream ends before them (the client reconnects with its last id, answered from the
+    log), and nothing after them is sent in their stead."""
+    failing = Failing(container)
+    monkeypatch.setattr(container.eventlog, "append", failing.append)
+    monkeypatch.setattr(relay, "_READ_RETRIES", (0.01,))
+
+    async def unreadable(*_args: Any, **_kw: Any) -> Any:
+        raise StorageUnavailable("the database is down (a test says so)")
+
+    call = Call(container, 60)
+    for n in range(1, 5):
+        call.send(_plain(n))  # the first held, the rest to read back
+    await call.recorder.drain()
+    failing.fail = True
+    call.send(_plain(5))  # unstored, behind the ones to read back
+    monkeypatch.setattr(container.reads, "step", unreadable)
+    events, cut = await call.received()
+    assert cut is None
+    assert [e.data for e in events] == [_plain(1)]
