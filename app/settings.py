@@ -245,6 +245,12 @@ class Settings(BaseSettings):
         description="How long a recording that ended spoiled (its last batch unstored) retries "
         "fencing its generation while the log is away.",
     )
+    gateway_relay_buffer_bytes: int = Field(
+        default=1_048_576,
+        ge=1,
+        description="Data held in memory for one client that does not keep up; past it, "
+        "what it has yet to be sent is read back from the log.",
+    )
     gateway_shutdown_grace_seconds: float = Field(
         default=10.0, ge=0, description="How long shutdown waits for in-flight recordings."
     )

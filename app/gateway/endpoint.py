@@ -42,6 +42,7 @@ from app.gateway.metrics import GatewayMetrics
 from app.gateway.names import GET_STREAM, Caller, Scopes, StreamNames, sdk_stream_of
 from app.gateway.recorder import Recorder
 from app.gateway.recording import Recording
+from app.gateway.relay import Backlog
 from app.gateway.resume import Resumes
 from app.gateway.upstream import (
     Upstream,
@@ -218,6 +219,13 @@ class Gateway:
             max_event_bytes=s.max_event_bytes,
             fence_seconds=s.gateway_fence_seconds,
             on_lost=lambda kind: self._metrics.upstream_errors.labels("lost").inc(),
+            backlog=Backlog(
+                self._container.reads,
+                tenant=self._tenant,
+                limit=s.gateway_relay_buffer_bytes,
+                page_events=s.default_page_limit,
+                page_bytes=s.live_page_bytes,
+            ),
         )
         self._recordings.add(recording)
         self._metrics.recordings.inc()

@@ -85,6 +85,14 @@ class Recorder:
             self._flusher = asyncio.create_task(self._flush(), name=f"record {self.stream_id}")
         return stored
 
+    async def room(self, most: int) -> None:
+        """Wait while more than `most` submitted messages wait for their commit: the
+        upstream is read no faster than the log stores, so the messages held here stay
+        bounded however fast it sends. (Futures resolve in order: once the message `most`
+        from the end is settled, at most `most` are left.)"""
+        while len(self._pending) > most:
+            await asyncio.wait({self._pending[-most - 1].stored})
+
     async def drain(self) -> None:
         """Wait until every submitted message is stored or given up."""
         while self._flusher is not None and not self._flusher.done():

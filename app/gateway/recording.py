@@ -2,7 +2,8 @@
 
 A `Recording` reads the upstream's events in a task of its own (the client leaving does
 not stop it), hands each message to the `Recorder` (stored *before* it is relayed) and
-queues it for the client with the id it was stored under. The upstream's own ids are never
+to the client's `Backlog` (`app.gateway.relay`: bounded memory, the log for a client that
+falls behind), which sends it with the id it was stored under. The upstream's own ids are never
 shown; its priming events (no data) are not relayed. For a 2025-11-25 session the gateway
 sends its own priming event (stored, an id, empty data) first; the response that carries
 `relay()` starts with the gateway's `retry:` (`app.api.live.EventStreamResponse`).
@@ -29,8 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import logging
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -40,19 +41,15 @@ from app.domain.append import EventBody
 from app.errors import UpstreamUnavailable
 from app.gateway import messages, sse
 from app.gateway.recorder import Recorder
+from app.gateway.relay import Backlog, RelayCut, Relayed
 from app.gateway.upstream import Upstream, decodable
 
 log = logging.getLogger(__name__)
 
-_END = object()
 
-
-@dataclass(frozen=True, slots=True)
-class Relayed:
-    """What the client is sent for one message: its data and its id (None: unstored)."""
-
-    stored: asyncio.Future[str | None]
-    data: str
+# At most this many messages wait for their commit before the upstream is read on (with
+# 4 KiB messages, 4 MiB): an upstream faster than the log is paced by it.
+PENDING_MESSAGES = 1000
 
 
 class Recording:
@@ -73,6 +70,7 @@ class Recording:
         max_event_bytes: int,
         fence_seconds: float,
         on_lost: Callable[[str], None],
+        backlog: Backlog,
     ) -> None:
         self._upstream = upstream
         self._response = response
@@ -89,9 +87,7 @@ class Recording:
         self._max_event_bytes = max_event_bytes
         self._fence_seconds = fence_seconds
         self._on_lost = on_lost
-        self._queue: deque[Relayed | object] = deque()  # what the client is yet to be sent
-        self._queued = asyncio.Event()
-        self._client_gone = False
+        self._backlog = backlog  # what the client is yet to be sent (`app.gateway.relay`)
         self.answered = False
         self.task: asyncio.Task[None] | None = None
 
@@ -107,37 +103,29 @@ class Recording:
     async def relay(self) -> AsyncGenerator[bytes]:
         """What the client is sent, as it is stored; ends with the upstream's response.
 
-        The messages one commit stored are stored together, so whatever is already stored
-        behind the one awaited goes out in the same write (in order), not one write each.
+        Held in bounded memory, read back from the log for a client that falls behind
+        (`app.gateway.relay`). A client that cannot be sent the rest gets the `-32010`
+        `reset` error for its request there (the standalone stream just ends: no request
+        waits on it, and its reconnect is decided like any other).
         """
-        queue = self._queue
         try:
-            while True:
-                while not queue:
-                    self._queued.clear()
-                    await self._queued.wait()
-                item = queue.popleft()
-                if item is _END:
-                    return
-                assert isinstance(item, Relayed)
-                event_id = await item.stored
-                out = [sse.encode(item.data, id=event_id)]
-                while queue and isinstance(queue[0], Relayed) and queue[0].stored.done():
-                    stored = queue.popleft()
-                    assert isinstance(stored, Relayed)
-                    out.append(sse.encode(stored.data, id=stored.stored.result()))
-                yield b"".join(out)
+            async with contextlib.aclosing(self._backlog.bodies()) as bodies:
+                async for body in bodies:
+                    yield body
+        except RelayCut as cut:
+            if self._request_id is not None:
+                yield sse.encode(
+                    messages.refusal(self._request_id, "reset", cut.reason, cut.detail, known=True)
+                )
         finally:
-            self._client_gone = True
+            self._backlog.close()
             if self._request_id is None and self.task is not None and not self.task.done():
                 # The standalone stream has no end of its own: nobody left to read it.
                 self.task.cancel()
 
     def _send(self, bodies: Sequence[EventBody], data: str | None, *, terminal: bool) -> None:
         stored = self.recorder.submit(bodies, terminal=terminal)
-        if not self._client_gone:
-            self._queue.append(Relayed(stored, "" if data is None else data))
-            self._queued.set()
+        self._backlog.put(Relayed(stored, "" if data is None else data, len(bodies)))
 
     async def _run(self) -> None:
         shut_down = False
@@ -156,8 +144,7 @@ class Recording:
             if self._request_id is None:
                 self._send_end()
             await self.recorder.drain()
-            self._queue.append(_END)
-            self._queued.set()
+            self._backlog.end()
             # The client has its answer; a generation left spoiled is fenced (in the log).
             # (On shutdown, one attempt: a log still away must not hold the exit.)
             await self.recorder.fence(0 if shut_down else self._fence_seconds)
@@ -192,6 +179,7 @@ class Recording:
                     continue  # the upstream's priming or keep-alive: not a message
                 messages_read += 1
                 self._message(event.data)
+                await self.recorder.room(PENDING_MESSAGES)
                 if self.answered:
                     break
         except (httpx.HTTPError, sse.SseTooLarge) as error:

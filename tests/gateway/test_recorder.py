@@ -184,3 +184,24 @@ async def test_a_stream_stored_whole_needs_no_fence(
     assert await recorder.submit(bodies_of('{"id":7,"result":{}}', 1000), terminal=True)
     assert await recorder.fence(5) is True
     assert len(opened) == 1
+
+
+async def test_room_holds_the_reader_until_few_enough_messages_wait_for_their_commit(
+    container: Container, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upstream faster than the log is paced by it: `room(most)` returns only once at
+    most `most` submitted messages are still waiting for their commit."""
+    watched = Watched(container)
+    monkeypatch.setattr(container.eventlog, "append", watched.append)
+    recorder, _ = recorder_of(container)
+    for n in range(500):
+        recorder.submit(bodies_of(f'{{"n":{n}}}', 1000))
+    await watched.entered.wait()
+    room = asyncio.create_task(recorder.room(50))
+    await asyncio.sleep(0.05)
+    assert not room.done()  # the first append is held: 400 wait behind it
+    watched.gate.set()
+    await asyncio.wait_for(room, 30)
+    assert len(recorder._pending) <= 50
+    await recorder.drain()
+    assert sum(watched.batches) == 500
