@@ -315,6 +315,10 @@ class LiveFollower:
     claim: tuple[str | None, int] = (None, 0)  # what the connection was decided on
     fresh_connection: bool = False
     unclaimed: bool = False  # on a connection without a claim, before its first event
+    # Told `reset` naming X, then (after a reconnect without a position, which the
+    # contract serves from the current generation with no reset) handed another one:
+    # allowed, counted (docs/live.md, "A reader without a position").
+    moved_unannounced: int = 0
 
     def connecting(self, last_event_id: str | None) -> None:
         """A connection opens with `last_event_id` as its claim (None: no claim)."""
@@ -340,6 +344,9 @@ class LiveFollower:
     def _data(self, event: SseEvent, unclaimed: bool) -> None:
         self.delivered += 1
         token, seq = event.token, event.seq
+        told = self.resets[-1].fresh if self.resets else None
+        if unclaimed and told is not None and told not in (token, self.on):
+            self.moved_unannounced += 1
         fresh = token not in self.seen_generations or unclaimed
         if self.on is None and seq == 1 and fresh:
             self.on, self.held = token, []  # a generation begun from seq 1
@@ -643,7 +650,9 @@ async def test_readers_on_another_replica_under_cpu_load_hold_exactly_a_prefix(
     resets = [r.reason for f in live.followers for r in f.resets]
     print(
         f"seed {seed}: {tally}; B: {delivered} events, {dropped} dropped connections, "
-        f"resets {sorted(set(resets))} x{len(resets)}; late readers {len(late.followers)}; "
+        f"resets {sorted(set(resets))} x{len(resets)}; moved without a reset after "
+        f"reconnecting with no position {sum(f.moved_unannounced for f in live.followers)}; "
+        f"late readers {len(late.followers)}; "
         f"errors {[e for r in live.readers + late.readers for e in r.errors][:3]}; late "
         f"statuses {[r.statuses for r in late.readers][:3]}, comments "
         f"{[r.comments for r in late.readers][:3]}, ended {[r.ended for r in late.readers][:3]}"
@@ -774,3 +783,34 @@ def test_the_live_checker_catches_a_reset_out_of_place(
 ) -> None:
     follower = checked(events, claim=claim)
     assert follower.misplaced_resets() != []
+
+
+def test_the_live_checker_catches_y_after_a_reset_naming_x_across_a_reconnect() -> None:
+    """A reader told `reset` naming G2 that reconnects with its last id (G1:2) and is
+    handed G3 from seq 1 with no second `reset`: a splice, however the connections fall."""
+    stream = Stream("checked", random.Random(0), max_events=5)
+    stream.opened = ["G1", "G2", "G3"]
+    stream.truth = {"G1": ["G1|1", "G1|2"], "G2": [], "G3": ["G3|1"]}
+    follower = LiveFollower(stream)
+    follower.connecting("G1:2")
+    follower.take(reset("superseded", "G2"))
+    follower.connecting("G1:2")  # dropped before G2's first event; G2 superseded by G3
+    follower.take(data("G3", 1))
+    assert follower.violations
+    assert "a splice" in follower.violations[0]
+    # With no position to reconnect with, the contract gives the current generation from
+    # seq 1, no reset: allowed, and counted.
+    unpositioned = LiveFollower(stream)
+    unpositioned.connecting(None)
+    unpositioned.take(reset("superseded", "G2"))
+    unpositioned.connecting(None)
+    unpositioned.take(data("G3", 1))
+    assert (unpositioned.violations, unpositioned.moved_unannounced) == ([], 1)
+    # What the service sends instead: the second reset, then G3 from seq 1.
+    fine = LiveFollower(stream)
+    fine.connecting("G1:2")
+    fine.take(reset("superseded", "G2"))
+    fine.connecting("G1:2")
+    for event in (reset("superseded", "G3"), data("G3", 1)):
+        fine.take(event)
+    assert (fine.violations, fine.misplaced_resets()) == ([], [])

@@ -87,3 +87,92 @@ async def test_a_generation_superseded_before_its_first_event_gets_a_second_rese
     ]
     assert [(e.token, e.seq, e.data) for e in events] == [(y, 1, "y1")]
     assert frames.index(resets[1]) < frames.index(events[0])
+
+
+async def _frames_of(app: FastAPI, stream: str, claim: str | None, count: int) -> list[Frame]:
+    """The first `count` frames of one live connection with `claim`; then the reader drops
+    (its generator is closed and its slot freed, as a dropped connection's is)."""
+    live = state_of(app).container.live
+    follow = await live.follow(TENANT, stream, claim)
+    served = live.frames(follow)
+    frames: list[Frame] = []
+    try:
+        async with asyncio.timeout(30):
+            async for batch in served:
+                frames.extend(batch)
+                if len(frames) >= count:
+                    break
+    finally:
+        await served.aclose()
+        follow.close()
+    return frames[:count]
+
+
+def _shown(frames: Sequence[Frame]) -> list[tuple[str, str | None, int | None]]:
+    return [
+        ("reset", f.generation, None) if isinstance(f, ResetFrame) else ("event", f.token, f.seq)
+        for f in frames
+        if isinstance(f, ResetFrame | EventFrame)
+    ]
+
+
+@pytest.mark.parametrize("reconnect_claim", ["last_event_id", "named_generation"])
+async def test_a_reader_that_drops_after_a_reset_toward_x_gets_a_second_reset_for_y(
+    app: FastAPI, reconnect_claim: str
+) -> None:
+    """The sequence of the chaos finding, across connections: a reader told `reset` naming
+    X drops before X's first event; X is superseded by Y, which gets its seq 1; the reader
+    reconnects with its last event id (an EventSource keeps it across a reset: W:1) or with
+    the position the reset gave it (X:0, as the Python client does). Either way the new
+    connection begins with a `reset` naming Y, then Y from seq 1 — never Y spliced on."""
+    eventlog = state_of(app).container.eventlog
+    stream = "s.dropped-after-reset"
+    w = await eventlog.open_generation(TENANT, stream)
+    await eventlog.append(TENANT, w.token, [EventBody("w1")], first_seq=1, terminal=False)
+    x = await eventlog.open_generation(TENANT, stream)  # supersedes W; X holds nothing yet
+    told = await _frames_of(app, stream, f"{w.token}:1", 1)
+    assert _shown(told) == [("reset", x.token, None)]
+    y = await eventlog.open_generation(TENANT, stream)  # X superseded before its first event
+    await eventlog.append(TENANT, y.token, [EventBody("y1")], first_seq=1, terminal=False)
+    claim = f"{w.token}:1" if reconnect_claim == "last_event_id" else f"{x.token}:0"
+    again = await _frames_of(app, stream, claim, 2)
+    assert _shown(again) == [("reset", y.token, None), ("event", y.token, 1)]
+    assert isinstance(again[0], ResetFrame)
+    assert again[0].reason is Reason.SUPERSEDED
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the contract gives a connection without a position the current generation from "
+    "seq 1 with no reset, and a reset carries no id: a reader told `reset` naming X before "
+    "any event has no position to reconnect with (docs/live.md, 'A reader without a position')",
+)
+async def test_a_reader_without_a_position_told_x_then_given_y_gets_a_reset_first(
+    app: FastAPI,
+) -> None:
+    """The chaos finding as it happens: the reader's first connection has no position, so
+    after a `reset` naming X (and no event) it still has none; it reconnects without one
+    after X was superseded by Y, and is given Y from seq 1 with no `reset` between."""
+    eventlog = state_of(app).container.eventlog
+    stream = "s.no-position"
+    w = await eventlog.open_generation(TENANT, stream)
+    live = state_of(app).container.live
+    follow = await live.follow(TENANT, stream, None)  # W, from seq 1: nothing yet
+    served = live.frames(follow)
+    frames: list[Frame] = []
+    try:
+        async with asyncio.timeout(30):
+            x = await eventlog.open_generation(TENANT, stream)  # supersedes W, unread
+            async for batch in served:
+                frames.extend(batch)
+                if frames:
+                    break
+    finally:
+        await served.aclose()
+        follow.close()
+    assert w.token != x.token
+    assert _shown(frames) == [("reset", x.token, None)]
+    y = await eventlog.open_generation(TENANT, stream)
+    await eventlog.append(TENANT, y.token, [EventBody("y1")], first_seq=1, terminal=False)
+    again = await _frames_of(app, stream, None, 2)
+    assert _shown(again)[0] == ("reset", y.token, None)
