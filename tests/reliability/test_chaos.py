@@ -315,10 +315,6 @@ class LiveFollower:
     claim: tuple[str | None, int] = (None, 0)  # what the connection was decided on
     fresh_connection: bool = False
     unclaimed: bool = False  # on a connection without a claim, before its first event
-    # Told `reset` naming X, then (after a reconnect without a position, which the
-    # contract serves from the current generation with no reset) handed another one:
-    # allowed, counted (docs/live.md, "A reader without a position").
-    moved_unannounced: int = 0
 
     def connecting(self, last_event_id: str | None) -> None:
         """A connection opens with `last_event_id` as its claim (None: no claim)."""
@@ -345,8 +341,11 @@ class LiveFollower:
         self.delivered += 1
         token, seq = event.token, event.seq
         told = self.resets[-1].fresh if self.resets else None
-        if unclaimed and told is not None and told not in (token, self.on):
-            self.moved_unannounced += 1
+        if unclaimed and told is not None and token != told:
+            # Told X, and never given an event since (else it would have reconnected with
+            # its id): a reader without a position is never told a generation it cannot
+            # keep (docs/live.md, "A reader without a position").
+            self._violation(f"{event.id} after a reset naming {told}: a move with no reset")
         fresh = token not in self.seen_generations or unclaimed
         if self.on is None and seq == 1 and fresh:
             self.on, self.held = token, []  # a generation begun from seq 1
@@ -650,9 +649,7 @@ async def test_readers_on_another_replica_under_cpu_load_hold_exactly_a_prefix(
     resets = [r.reason for f in live.followers for r in f.resets]
     print(
         f"seed {seed}: {tally}; B: {delivered} events, {dropped} dropped connections, "
-        f"resets {sorted(set(resets))} x{len(resets)}; moved without a reset after "
-        f"reconnecting with no position {sum(f.moved_unannounced for f in live.followers)}; "
-        f"late readers {len(late.followers)}; "
+        f"resets {sorted(set(resets))} x{len(resets)}; late readers {len(late.followers)}; "
         f"errors {[e for r in live.readers + late.readers for e in r.errors][:3]}; late "
         f"statuses {[r.statuses for r in late.readers][:3]}, comments "
         f"{[r.comments for r in late.readers][:3]}, ended {[r.ended for r in late.readers][:3]}"
@@ -798,14 +795,14 @@ def test_the_live_checker_catches_y_after_a_reset_naming_x_across_a_reconnect() 
     follower.take(data("G3", 1))
     assert follower.violations
     assert "a splice" in follower.violations[0]
-    # With no position to reconnect with, the contract gives the current generation from
-    # seq 1, no reset: allowed, and counted.
+    # With no position to reconnect with (it was sent no event): the same move, caught.
     unpositioned = LiveFollower(stream)
     unpositioned.connecting(None)
     unpositioned.take(reset("superseded", "G2"))
     unpositioned.connecting(None)
     unpositioned.take(data("G3", 1))
-    assert (unpositioned.violations, unpositioned.moved_unannounced) == ([], 1)
+    assert unpositioned.violations
+    assert "a move with no reset" in unpositioned.violations[0]
     # What the service sends instead: the second reset, then G3 from seq 1.
     fine = LiveFollower(stream)
     fine.connecting("G1:2")

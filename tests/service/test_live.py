@@ -141,38 +141,62 @@ async def test_a_reader_that_drops_after_a_reset_toward_x_gets_a_second_reset_fo
     assert again[0].reason is Reason.SUPERSEDED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the contract gives a connection without a position the current generation from "
-    "seq 1 with no reset, and a reset carries no id: a reader told `reset` naming X before "
-    "any event has no position to reconnect with (docs/live.md, 'A reader without a position')",
-)
-async def test_a_reader_without_a_position_told_x_then_given_y_gets_a_reset_first(
+async def test_a_reader_without_a_position_is_never_told_a_generation_it_cannot_keep(
     app: FastAPI,
 ) -> None:
-    """The chaos finding as it happens: the reader's first connection has no position, so
-    after a `reset` naming X (and no event) it still has none; it reconnects without one
-    after X was superseded by Y, and is given Y from seq 1 with no `reset` between."""
+    """The chaos finding (a reader told `reset` naming X, then handed Y's seq 1 with no
+    second `reset`) as it happened: the reader's first connection has no position; W is
+    superseded by X before anything reached it, so it still holds nothing and has no id
+    to reconnect with; it drops, X is superseded by Y, and its reconnect (again without a
+    position) is given Y from seq 1. It must not have been told X: it is given the current
+    generation from seq 1 as a connection without a position is, and nothing names X."""
     eventlog = state_of(app).container.eventlog
     stream = "s.no-position"
-    w = await eventlog.open_generation(TENANT, stream)
+    await eventlog.open_generation(TENANT, stream)  # W, empty
     live = state_of(app).container.live
     follow = await live.follow(TENANT, stream, None)  # W, from seq 1: nothing yet
+    x = await eventlog.open_generation(TENANT, stream)  # supersedes W before its first event
+    served = live.frames(follow)
+    try:
+        # Before: `reset` naming X at once. Now nothing until X's first event (or a
+        # heartbeat, 15 s away): the reader drops while it waits.
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(served), 2.0)
+    finally:
+        await served.aclose()
+        follow.close()
+    y = await eventlog.open_generation(TENANT, stream)  # X superseded before its first event
+    await eventlog.append(TENANT, y.token, [EventBody("y1")], first_seq=1, terminal=False)
+    again = await _frames_of(app, stream, None, 1)
+    assert _shown(again) == [("event", y.token, 1)]
+    assert x.token != y.token
+
+
+async def test_a_reader_without_a_position_is_reset_once_it_holds_events(app: FastAPI) -> None:
+    """Once a reader without a position holds events of W, W superseded by X is a `reset`
+    naming X, then X from seq 1 (it must discard what it holds)."""
+    eventlog = state_of(app).container.eventlog
+    stream = "s.no-position-held"
+    w = await eventlog.open_generation(TENANT, stream)
+    await eventlog.append(TENANT, w.token, [EventBody("w1")], first_seq=1, terminal=False)
+    live = state_of(app).container.live
+    follow = await live.follow(TENANT, stream, None)
     served = live.frames(follow)
     frames: list[Frame] = []
     try:
         async with asyncio.timeout(30):
-            x = await eventlog.open_generation(TENANT, stream)  # supersedes W, unread
+            frames.extend(await anext(served))  # W's seq 1
+            x = await eventlog.open_generation(TENANT, stream)
+            await eventlog.append(TENANT, x.token, [EventBody("x1")], first_seq=1, terminal=False)
             async for batch in served:
                 frames.extend(batch)
-                if frames:
+                if len(frames) >= 3:
                     break
     finally:
         await served.aclose()
         follow.close()
-    assert w.token != x.token
-    assert _shown(frames) == [("reset", x.token, None)]
-    y = await eventlog.open_generation(TENANT, stream)
-    await eventlog.append(TENANT, y.token, [EventBody("y1")], first_seq=1, terminal=False)
-    again = await _frames_of(app, stream, None, 2)
-    assert _shown(again)[0] == ("reset", y.token, None)
+    assert _shown(frames) == [
+        ("event", w.token, 1),
+        ("reset", x.token, None),
+        ("event", x.token, 1),
+    ]
