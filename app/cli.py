@@ -23,9 +23,11 @@ from app import __version__, bootstrap
 from app.admin_cli import add_admin_parser, run_admin
 from app.admin_client import AdminClient
 from app.domain.outcomes import RetentionPass
+from app.errors import StorageError
 from app.logs import configure_logging, logging_config
 from app.settings import Settings
-from app.storage.database import dialect_for
+from app.storage.database import dialect_for, location_problem
+from app.storage.errors import translated_errors
 from app.storage.migrate import upgrade
 
 log = logging.getLogger("app.cli")
@@ -48,11 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         return asyncio.run(_admin(args))
     if args.command == "gc":
+        if not _database_ready(settings, migrate=False):
+            return 2
         report = asyncio.run(_collect_garbage(settings))
         print(json.dumps(dataclasses.asdict(report)))
         return 0
     if args.command == "migrate":
-        upgrade(settings.database_url)
+        if not _database_ready(settings, migrate=True):
+            return 2
         log.info("schema is at the newest migration")
         return 0
     if args.command == "gateway":
@@ -154,12 +159,30 @@ def _serve(
     migrate = settings.migrate_on_start
     if migrate is None:
         migrate = dialect_for(settings.database_url).migrates_on_start
-    if migrate:
-        upgrade(settings.database_url)
+    if not _database_ready(settings, migrate=migrate):
+        return 2
     run_server(
         factory, host=host, port=port, workers=args.workers, settings=settings, graceful=graceful
     )
     return 0
+
+
+def _database_ready(settings: Settings, *, migrate: bool) -> bool:
+    """Whether the database can be used (and, when `migrate`, is migrated); if not, one
+    line on stderr says why and what to do, instead of a driver's traceback."""
+    problem = location_problem(settings.database_url)
+    if problem is None and migrate:
+        try:
+            with translated_errors():
+                upgrade(settings.database_url)
+        except StorageError as error:
+            problem = (
+                f"the database cannot be migrated: {error.detail} (check EVENTLOG_DATABASE_URL, "
+                "and that the database is up and this user may write it)"
+            )
+    if problem is not None:
+        print(f"mcp-eventlog: {problem}", file=sys.stderr)
+    return problem is None
 
 
 # uvicorn's httptools protocol with bounded request heads, a head timeout and a connection

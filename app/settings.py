@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -14,6 +15,44 @@ from app.domain.decision import TerminalPolicy
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./eventlog.db"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+# The schemes a database URL may be written with, and the one each means here: the service
+# runs on SQLite through aiosqlite and on PostgreSQL through asyncpg, so a URL without a
+# driver (`postgres://`, as Heroku, psql and many tools write it; `postgresql://`;
+# `sqlite://`) means that driver, as it would to those tools, rather than SQLAlchemy's
+# synchronous default, which the service cannot use.
+_SCHEMES = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgres": "postgresql+asyncpg",
+    "postgresql": "postgresql+asyncpg",
+    "postgres+asyncpg": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
+_URL_EXAMPLES = "sqlite+aiosqlite:///path/to/eventlog.db or postgresql://user:pass@host/db"
+
+
+def database_url_of(value: str) -> str:
+    """`value` with the scheme the service connects with (`_SCHEMES`); a `ValueError`
+    that names the problem and the fix for any other. The message never quotes the URL
+    (it may hold a password), only its scheme."""
+    scheme, separator, rest = value.partition("://")
+    if not separator or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        raise ValueError(f"is not a database URL: write {_URL_EXAMPLES}")
+    known = _SCHEMES.get(scheme.lower())
+    if known is not None:
+        return f"{known}://{rest}"
+    backend, _, driver = scheme.lower().partition("+")
+    if backend in ("sqlite", "postgres", "postgresql") and driver:
+        fix = "sqlite+aiosqlite://" if backend == "sqlite" else "postgresql://"
+        raise ValueError(
+            f"the driver {driver!r} is not one the service runs on: write {fix}… "
+            f"(its own driver, {_SCHEMES[backend].partition('+')[2]}, is installed with it)"
+        )
+    raise ValueError(
+        f"{scheme!r} is not a database the service runs on: use SQLite or PostgreSQL, "
+        f"as {_URL_EXAMPLES}"
+    )
 
 
 class KeySpec(BaseModel):
@@ -254,6 +293,11 @@ class Settings(BaseSettings):
     gateway_shutdown_grace_seconds: float = Field(
         default=10.0, ge=0, description="How long shutdown waits for in-flight recordings."
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        return database_url_of(value)
 
     @field_validator("keys", mode="before")
     @classmethod

@@ -281,3 +281,36 @@ async def test_an_abandoned_generation_is_shown_as_such(keyed: KeyedApp) -> None
     assert text.startswith("reset / abandoned:")
     assert "abandoned at " in text
     assert "live 0, terminal 0, superseded 0, abandoned 1, expired 0" in await run(keyed, "stats")
+
+
+OPERATIONS = REPO / "docs" / "operations.md"
+# The tokens the worked example of docs/operations.md shows, for the generations of a run.
+DOC_TOKENS = ("Zpfco2VjhosXwry43KUXJg", "9WbsR6ORI5E9PzmwFdbD0w")
+
+
+def _documented(command: str) -> str:
+    """What docs/operations.md shows `command` printing (its console block, to the blank
+    line before the next prompt)."""
+    text = OPERATIONS.read_text()
+    start = text.index(f"$ {command}\n") + len(f"$ {command}\n")
+    end = min(i for i in (text.find("\n\n$ ", start), text.find("\n```", start)) if i != -1)
+    return text[start:end]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_the_operations_page_shows_what_explain_prints(keyed: KeyedApp) -> None:
+    """The worked example's `explain`, run on the same story (two events, then a new
+    generation opened with reason `retry`), prints what the page shows (tokens and tenant
+    are the run's)."""
+    writer = keyed.as_key(WRITER_A)
+    first = await ok(await writer.post("/v1/streams/sess-1.req-7/generations"), 201)
+    events = {"events": [{"data": "a"}, {"data": "b"}]}
+    await ok(await writer.post(f"/v1/generations/{first['generation']}/events", json=events), 201)
+    retry = {"reason": "retry"}
+    second = await ok(await writer.post("/v1/streams/sess-1.req-7/generations", json=retry), 201)
+    printed = await run(keyed, "explain", "sess-1.req-7", f"{first['generation']}:2")
+    for token, shown in zip((first["generation"], second["generation"]), DOC_TOKENS, strict=True):
+        printed = printed.replace(token, shown)
+    printed = printed.replace("(tenant a)", "(tenant default)")
+    command = f"mcp-eventlog admin explain sess-1.req-7 {DOC_TOKENS[0]}:2"
+    assert _documented(command) == printed.rstrip("\n")

@@ -55,3 +55,43 @@ def test_every_docs_page_is_in_the_index_and_in_the_readmes_table() -> None:
     rows = _links("\n".join(line for line in table.splitlines() if line.startswith("|")))
     assert sorted(pages - {"README.md"} - index) == [], "docs/README.md does not list them"
     assert sorted(f"docs/{page}" for page in pages if f"docs/{page}" not in rows) == []
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped (but `-` and `_`),
+    each space a hyphen."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors of a page's headings (a repeated heading's later ones get `-1`, `-2`…),
+    outside fenced code."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        heading = re.match(r"#{1,6} (.+)", line)
+        if fenced or heading is None:
+            continue
+        slug = _slug(heading.group(1))
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        found.add(slug if count == 0 else f"{slug}-{count}")
+    return found
+
+
+def test_every_anchor_linked_in_the_readme_and_docs_exists() -> None:
+    """A link to a section (`page.md#section`, `#section`) names a heading of that page."""
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for target, anchor in re.findall(r"\]\(([^)#:\s]*)#([^)\s]+)\)", text):
+            linked = page if not target else (page.parent / target).resolve()
+            if linked.suffix != ".md":
+                continue
+            if anchor not in _anchors(linked.read_text()):
+                broken.append(f"{page.relative_to(ROOT)} -> {target or page.name}#{anchor}")
+    assert broken == []

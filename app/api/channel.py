@@ -48,6 +48,7 @@ from app.errors import EventLogError, InvalidRequest, NotAdmitted
 from app.service.eventlog import EventLogService
 from app.settings import Settings
 from app.storage.records import Lease
+from app.text import check_utf8
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,9 @@ class Channel:
             else:
                 frame = AppendFrame.model_validate(raw)
         except EventLogError as refused:
-            return _ready(refused_answer(frame_id, refused))
+            # Refused before its value was kept (a lone surrogate in its data, a key twice
+            # in a nested object): the frame is still answered under its own id.
+            return _ready(refused_answer(own_id(text), refused))
         except ValidationError as invalid:
             return _ready(invalid_answer(frame_id, invalid))
         if "lease" in raw:
@@ -302,6 +305,26 @@ def _lease_outcome(token: str, outcome: Lease | EventLogError) -> Answer:
     refused = refused_answer(None, outcome)
     del refused["id"]
     return {"generation": token, **refused}
+
+
+def own_id(text: str) -> Any:
+    """The `id` of a frame refused as it was parsed, when one can be told: its text is a
+    JSON object with exactly one top-level `id`, a scalar that is valid UTF-8 (it is sent
+    back as it came); otherwise None (which frame it was cannot be said)."""
+    try:
+        # Every object as its list of pairs: a key given twice is seen, not overwritten.
+        pairs = json.loads(text, object_pairs_hook=lambda pairs: pairs)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
+        return None  # not an object (a JSON array decodes to a list of values)
+    ids = [value for key, value in pairs if key == "id"]
+    if len(ids) != 1 or not isinstance(ids[0], _SCALARS):
+        return None
+    try:
+        return check_utf8(ids[0]) if isinstance(ids[0], str) else ids[0]
+    except ValueError:
+        return None
 
 
 def _ready(answer: Answer) -> asyncio.Future[Answer]:

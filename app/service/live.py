@@ -220,6 +220,13 @@ class LiveReads:
                 opening.extend(self._deliver(cursor, reading.page))
         if opening:
             yield opening
+        # A reader without a position that has been sent nothing yet holds nothing and
+        # knows no generation: it is given the current generation from seq 1, whichever
+        # that is when its first event comes. A `reset` naming the next generation would
+        # tell it a name it cannot keep (a reset has no id), so if that one is superseded
+        # before its first event and the reader reconnects, again without a position, it
+        # would be handed a third generation after a reset naming the second.
+        blank = reading is None
         while time.monotonic() < deadline:
             watch.arm()  # before reading: a change during the read rings it
             if self._fanout.draining:  # the process stops: reconnect, elsewhere
@@ -232,8 +239,12 @@ class LiveReads:
             else:
                 turn = self._judge(await self._step(follow, cursor), cursor, epoch)
                 cursor, epoch = turn.cursor, turn.epoch
-                if turn.frames:
-                    yield turn.frames
+                frames = turn.frames
+                if blank and _only_a_move(frames, cursor):
+                    frames = ()
+                if frames:
+                    blank = False
+                    yield frames
                 if turn.done:
                     return
                 if turn.again:
@@ -375,6 +386,14 @@ class LiveReads:
         if give is None:
             raise TooManyPages("as many bytes of answers in flight as the process may hold")
         return give
+
+
+def _only_a_move(frames: Sequence[Frame], cursor: _Cursor | None) -> bool:
+    """The frames are one `reset` naming the generation the reader now starts from seq 1."""
+    if len(frames) != 1 or cursor is None or cursor.after != 0:
+        return False
+    [frame] = frames
+    return isinstance(frame, ResetFrame) and frame.generation == cursor.generation.token
 
 
 def _settled(gen: GenerationRecord) -> bool:

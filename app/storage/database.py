@@ -31,11 +31,18 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (SqliteDialect(), PostgresDia
 
 
 def dialect_for(database_url: str) -> Dialect:
-    """The hooks for a database URL (`sqlite+aiosqlite://…`, `postgresql+asyncpg://…`)."""
+    """The hooks for a database URL (`sqlite+aiosqlite://…`, `postgresql+asyncpg://…`;
+    `Settings` gives every URL its driver, `app.settings.database_url_of`)."""
     name = make_url(database_url).get_backend_name()
     if name not in DIALECTS:
         raise ValueError(f"unsupported database {name!r}: use SQLite or PostgreSQL")
     return DIALECTS[name]
+
+
+def location_problem(database_url: str) -> str | None:
+    """Why the database cannot be opened, in one line naming the fix, when that shows
+    before connecting (a SQLite file in a missing or unwritable folder); else None."""
+    return dialect_for(database_url).location_problem(database_url)
 
 
 class Database:

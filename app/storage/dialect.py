@@ -18,7 +18,9 @@ One SQLAlchemy Core implementation serves both databases (`generations`, `events
 - `append_at_tail`: the common append as one guarded write; the shared two statements of
   `app/storage/tail.py` unless the database has a better statement for it;
 - `starts_with`: a case-sensitive prefix match (`LIKE`, which SQLite's is not for ASCII:
-  there `GLOB`).
+  there `GLOB`);
+- `location_problem`: why the database cannot be opened, when that shows before trying
+  (SQLite: a file whose folder is missing or cannot be written; PostgreSQL: nothing).
 
 `SELECT … FOR UPDATE [SKIP LOCKED]` is not here: SQLAlchemy renders it as nothing on SQLite,
 where the write transaction already holds the database lock. `app/storage/database.py`
@@ -105,6 +107,14 @@ class Dialect(ABC):
         Shared: `LIKE 'prefix%'` with the prefix's wildcards escaped.
         """
         return column.startswith(prefix, autoescape=True)
+
+    def location_problem(self, database_url: str) -> str | None:
+        """Why the database at `database_url` cannot be opened and written, in one line
+        that names the fix, when that can be told without connecting; None otherwise.
+
+        Shared: nothing (a server's database is known only by connecting to it).
+        """
+        return None
 
     def bind(self, engine: Engine) -> None:
         """Make this the dialect `dialect_of` finds on every connection of `engine`."""

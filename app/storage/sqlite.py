@@ -35,11 +35,13 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Column, ColumnElement, Table, create_engine, event, insert
@@ -100,6 +102,28 @@ class SqliteDialect(Dialect):
             snapshot=base.execution_options(**{_BEGIN: "DEFERRED"}),
             checkouts=Checkouts(capacity),
         )
+
+    def location_problem(self, database_url: str) -> str | None:
+        # SQLite writes its journal (-wal, -shm) beside the file, so the folder must be
+        # writable even when the file exists; a missing folder is never created for it.
+        url = make_url(database_url)
+        if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
+            return None
+        path = Path(url.database).absolute()
+        folder = path.parent
+        fix = "or set EVENTLOG_DATABASE_URL to a file in a folder the service may write"
+        cannot = f"the SQLite database {path} cannot be opened:"
+        if not folder.is_dir():
+            missing = "does not exist" if not folder.exists() else "is not a folder"
+            return f"{cannot} {folder} {missing} (create it, {fix})"
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return (
+                f"{cannot} its folder {folder} is not writable by this user (SQLite writes "
+                f"its journal beside the file; allow it, {fix})"
+            )
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            return f"{cannot} the file is not readable and writable by this user (allow it, {fix})"
+        return None
 
     def transactions(
         self, settings: Settings, engines: Engines, local: LocalCommits

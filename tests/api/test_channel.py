@@ -514,3 +514,34 @@ def test_the_openapi_document_is_the_same_with_the_channel(
     assert not [r for r in without.routes if getattr(r, "path", "").endswith("/append")]
     assert document == without.openapi()
     assert "/v1/append" not in json.dumps(document)
+
+
+@pytest.mark.parametrize("frame_id", ["mine-7", 7, 2.5, True])
+async def test_a_frame_with_a_lone_surrogate_is_answered_under_its_own_id(
+    base: str, http: httpx.AsyncClient, frame_id: Any
+) -> None:
+    """A `\\ud800` escape in a frame's data is refused as the REST append refuses the same
+    body (status and code), and the answer carries the frame's own id, not null."""
+    token = await open_generation(http, "surrogate")
+    body = '"events": [{"data": "a\\ud800b"}]'
+    rest = await http.post(
+        f"/v1/generations/{token}/events",
+        content="{" + body + "}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert rest.status_code in (400, 422), rest.text
+    frame = "{" + f'"id": {json.dumps(frame_id)}, "generation": "{token}", ' + body + "}"
+    async with channel(base) as ws:
+        await ws.send(frame)
+        refused = await answer_of(ws)
+        # An id that is itself a lone surrogate cannot be sent back: null, and the channel
+        # stays.
+        await ws.send(frame.replace(json.dumps(frame_id), '"\\udc00"', 1))
+        unnamed = await answer_of(ws)
+        await ws.send(json.dumps({"id": "next", "generation": token, "events": [{"data": "a"}]}))
+        after = await answer_of(ws)
+    assert refused["id"] == frame_id
+    assert type(refused["id"]) is type(frame_id)
+    assert (refused["status"], refused["code"]) == (rest.status_code, rest.json()["code"])
+    assert (unnamed["id"], unnamed["status"]) == (None, rest.status_code)
+    assert (after["id"], after["status"]) == ("next", 201)

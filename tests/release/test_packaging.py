@@ -4,8 +4,10 @@ developers in a checkout."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -78,3 +80,25 @@ def test_eventlog_migrations_dir_still_overrides(
 ) -> None:
     monkeypatch.setenv("EVENTLOG_MIGRATIONS_DIR", str(tmp_path))
     assert migrations_dir() == tmp_path
+
+
+# The lifecycle scripts npm runs when a package is installed (npm 11 warns of them).
+INSTALL_SCRIPTS = ("preinstall", "install", "postinstall", "prepare")
+
+
+def test_the_npm_tarball_ships_built_and_runs_nothing_at_install(release: Release) -> None:
+    """The tarball carries the built JavaScript and types of every entry point, so an
+    install builds nothing: no install-time script (it is built when packed, `prepack`)."""
+    with tarfile.open(release.npm_tarball) as tar:
+        names = set(tar.getnames())
+        manifest_file = tar.extractfile("package/package.json")
+        assert manifest_file is not None
+        manifest = json.load(manifest_file)
+    scripts = manifest.get("scripts", {})
+    assert [name for name in INSTALL_SCRIPTS if name in scripts] == []
+    targets = {manifest["main"], manifest["types"]}
+    for entry in manifest["exports"].values():
+        targets |= set(entry.values())
+    assert len(targets) >= 4
+    missing = sorted(t for t in targets if f"package/{t.removeprefix('./')}" not in names)
+    assert missing == []

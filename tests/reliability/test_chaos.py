@@ -340,6 +340,12 @@ class LiveFollower:
     def _data(self, event: SseEvent, unclaimed: bool) -> None:
         self.delivered += 1
         token, seq = event.token, event.seq
+        told = self.resets[-1].fresh if self.resets else None
+        if unclaimed and told is not None and token != told:
+            # Told X, and never given an event since (else it would have reconnected with
+            # its id): a reader without a position is never told a generation it cannot
+            # keep (docs/live.md, "A reader without a position").
+            self._violation(f"{event.id} after a reset naming {told}: a move with no reset")
         fresh = token not in self.seen_generations or unclaimed
         if self.on is None and seq == 1 and fresh:
             self.on, self.held = token, []  # a generation begun from seq 1
@@ -774,3 +780,34 @@ def test_the_live_checker_catches_a_reset_out_of_place(
 ) -> None:
     follower = checked(events, claim=claim)
     assert follower.misplaced_resets() != []
+
+
+def test_the_live_checker_catches_y_after_a_reset_naming_x_across_a_reconnect() -> None:
+    """A reader told `reset` naming G2 that reconnects with its last id (G1:2) and is
+    handed G3 from seq 1 with no second `reset`: a splice, however the connections fall."""
+    stream = Stream("checked", random.Random(0), max_events=5)
+    stream.opened = ["G1", "G2", "G3"]
+    stream.truth = {"G1": ["G1|1", "G1|2"], "G2": [], "G3": ["G3|1"]}
+    follower = LiveFollower(stream)
+    follower.connecting("G1:2")
+    follower.take(reset("superseded", "G2"))
+    follower.connecting("G1:2")  # dropped before G2's first event; G2 superseded by G3
+    follower.take(data("G3", 1))
+    assert follower.violations
+    assert "a splice" in follower.violations[0]
+    # With no position to reconnect with (it was sent no event): the same move, caught.
+    unpositioned = LiveFollower(stream)
+    unpositioned.connecting(None)
+    unpositioned.take(reset("superseded", "G2"))
+    unpositioned.connecting(None)
+    unpositioned.take(data("G3", 1))
+    assert unpositioned.violations
+    assert "a move with no reset" in unpositioned.violations[0]
+    # What the service sends instead: the second reset, then G3 from seq 1.
+    fine = LiveFollower(stream)
+    fine.connecting("G1:2")
+    fine.take(reset("superseded", "G2"))
+    fine.connecting("G1:2")
+    for event in (reset("superseded", "G3"), data("G3", 1)):
+        fine.take(event)
+    assert (fine.violations, fine.misplaced_resets()) == ([], [])

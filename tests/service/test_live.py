@@ -87,3 +87,116 @@ async def test_a_generation_superseded_before_its_first_event_gets_a_second_rese
     ]
     assert [(e.token, e.seq, e.data) for e in events] == [(y, 1, "y1")]
     assert frames.index(resets[1]) < frames.index(events[0])
+
+
+async def _frames_of(app: FastAPI, stream: str, claim: str | None, count: int) -> list[Frame]:
+    """The first `count` frames of one live connection with `claim`; then the reader drops
+    (its generator is closed and its slot freed, as a dropped connection's is)."""
+    live = state_of(app).container.live
+    follow = await live.follow(TENANT, stream, claim)
+    served = live.frames(follow)
+    frames: list[Frame] = []
+    try:
+        async with asyncio.timeout(30):
+            async for batch in served:
+                frames.extend(batch)
+                if len(frames) >= count:
+                    break
+    finally:
+        await served.aclose()
+        follow.close()
+    return frames[:count]
+
+
+def _shown(frames: Sequence[Frame]) -> list[tuple[str, str | None, int | None]]:
+    return [
+        ("reset", f.generation, None) if isinstance(f, ResetFrame) else ("event", f.token, f.seq)
+        for f in frames
+        if isinstance(f, ResetFrame | EventFrame)
+    ]
+
+
+@pytest.mark.parametrize("reconnect_claim", ["last_event_id", "named_generation"])
+async def test_a_reader_that_drops_after_a_reset_toward_x_gets_a_second_reset_for_y(
+    app: FastAPI, reconnect_claim: str
+) -> None:
+    """The sequence of the chaos finding, across connections: a reader told `reset` naming
+    X drops before X's first event; X is superseded by Y, which gets its seq 1; the reader
+    reconnects with its last event id (an EventSource keeps it across a reset: W:1) or with
+    the position the reset gave it (X:0, as the Python client does). Either way the new
+    connection begins with a `reset` naming Y, then Y from seq 1 — never Y spliced on."""
+    eventlog = state_of(app).container.eventlog
+    stream = "s.dropped-after-reset"
+    w = await eventlog.open_generation(TENANT, stream)
+    await eventlog.append(TENANT, w.token, [EventBody("w1")], first_seq=1, terminal=False)
+    x = await eventlog.open_generation(TENANT, stream)  # supersedes W; X holds nothing yet
+    told = await _frames_of(app, stream, f"{w.token}:1", 1)
+    assert _shown(told) == [("reset", x.token, None)]
+    y = await eventlog.open_generation(TENANT, stream)  # X superseded before its first event
+    await eventlog.append(TENANT, y.token, [EventBody("y1")], first_seq=1, terminal=False)
+    claim = f"{w.token}:1" if reconnect_claim == "last_event_id" else f"{x.token}:0"
+    again = await _frames_of(app, stream, claim, 2)
+    assert _shown(again) == [("reset", y.token, None), ("event", y.token, 1)]
+    assert isinstance(again[0], ResetFrame)
+    assert again[0].reason is Reason.SUPERSEDED
+
+
+async def test_a_reader_without_a_position_is_never_told_a_generation_it_cannot_keep(
+    app: FastAPI,
+) -> None:
+    """The chaos finding (a reader told `reset` naming X, then handed Y's seq 1 with no
+    second `reset`) as it happened: the reader's first connection has no position; W is
+    superseded by X before anything reached it, so it still holds nothing and has no id
+    to reconnect with; it drops, X is superseded by Y, and its reconnect (again without a
+    position) is given Y from seq 1. It must not have been told X: it is given the current
+    generation from seq 1 as a connection without a position is, and nothing names X."""
+    eventlog = state_of(app).container.eventlog
+    stream = "s.no-position"
+    await eventlog.open_generation(TENANT, stream)  # W, empty
+    live = state_of(app).container.live
+    follow = await live.follow(TENANT, stream, None)  # W, from seq 1: nothing yet
+    x = await eventlog.open_generation(TENANT, stream)  # supersedes W before its first event
+    served = live.frames(follow)
+    try:
+        # Before: `reset` naming X at once. Now nothing until X's first event (or a
+        # heartbeat, 15 s away): the reader drops while it waits.
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(served), 2.0)
+    finally:
+        await served.aclose()
+        follow.close()
+    y = await eventlog.open_generation(TENANT, stream)  # X superseded before its first event
+    await eventlog.append(TENANT, y.token, [EventBody("y1")], first_seq=1, terminal=False)
+    again = await _frames_of(app, stream, None, 1)
+    assert _shown(again) == [("event", y.token, 1)]
+    assert x.token != y.token
+
+
+async def test_a_reader_without_a_position_is_reset_once_it_holds_events(app: FastAPI) -> None:
+    """Once a reader without a position holds events of W, W superseded by X is a `reset`
+    naming X, then X from seq 1 (it must discard what it holds)."""
+    eventlog = state_of(app).container.eventlog
+    stream = "s.no-position-held"
+    w = await eventlog.open_generation(TENANT, stream)
+    await eventlog.append(TENANT, w.token, [EventBody("w1")], first_seq=1, terminal=False)
+    live = state_of(app).container.live
+    follow = await live.follow(TENANT, stream, None)
+    served = live.frames(follow)
+    frames: list[Frame] = []
+    try:
+        async with asyncio.timeout(30):
+            frames.extend(await anext(served))  # W's seq 1
+            x = await eventlog.open_generation(TENANT, stream)
+            await eventlog.append(TENANT, x.token, [EventBody("x1")], first_seq=1, terminal=False)
+            async for batch in served:
+                frames.extend(batch)
+                if len(frames) >= 3:
+                    break
+    finally:
+        await served.aclose()
+        follow.close()
+    assert _shown(frames) == [
+        ("event", w.token, 1),
+        ("reset", x.token, None),
+        ("event", x.token, 1),
+    ]

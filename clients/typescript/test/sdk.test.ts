@@ -41,7 +41,7 @@ describe("both SDK generations", () => {
   it("the built types import neither SDK (a program installs only its own)", () => {
     const dist = join(packageRoot(), "dist");
     const declarations = readdirSync(dist).filter((name) => name.endsWith(".d.ts"));
-    assert.ok(declarations.length > 5, "build the package first (npm ci runs prepare)");
+    assert.ok(declarations.length > 5, "build the package first (npm test builds it)");
     for (const name of declarations) {
       const source = readFileSync(join(dist, name), "utf8");
       assert.doesNotMatch(source, /(from |import\()"@modelcontextprotocol\//, name);
