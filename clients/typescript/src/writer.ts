@@ -87,6 +87,7 @@ export type {
   EventPage,
   Generation,
   GenerationReason,
+  LeaseRenewal,
   NewEvent,
   ResumeAnswer,
   StoredEvent,
