@@ -235,6 +235,31 @@ export class AppendChannel {
     return this.enqueue({ generation, lease: true }, true, signal, parseLeaseRenewal);
   }
 
+  /**
+   * Renew the leases of `generations` together: one lease frame per 1,000 of them
+   * (`{"id", "lease": true, "generations": [...]}`), renewed by the service in one write.
+   * Each generation's outcome is its renewal or its refusal (`abandoned`, `superseded`, …);
+   * a frame that fails as a whole (no answer, a 5xx) throws.
+   */
+  async renewLeases(
+    generations: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<Map<string, LeaseRenewal | EventLogError>> {
+    const outcomes = new Map<string, LeaseRenewal | EventLogError>();
+    const frames: Promise<void>[] = [];
+    for (let at = 0; at < generations.length; at += MAX_LEASE_FRAME_GENERATIONS) {
+      const chunk = generations.slice(at, at + MAX_LEASE_FRAME_GENERATIONS);
+      const frame = this.enqueue({ lease: true, generations: chunk }, true, signal, parseLeases);
+      frames.push(
+        frame.then((answers) => {
+          for (const [generation, outcome] of answers) outcomes.set(generation, outcome);
+        }),
+      );
+    }
+    await Promise.all(frames);
+    return outcomes;
+  }
+
   private enqueue<T>(
     body: Record<string, unknown>,
     retry: boolean,
@@ -552,6 +577,31 @@ export class AppendChannel {
       if (at >= 0) this.queue.splice(at, 1);
     }
   }
+}
+
+/** The most generations one lease frame renews (the service's limit). */
+const MAX_LEASE_FRAME_GENERATIONS = 1_000;
+
+/** The answer to a many-generation lease frame: each generation's renewal or refusal. */
+function parseLeases(body: unknown): Map<string, LeaseRenewal | EventLogError> {
+  const leases = isRecord(body) ? body["leases"] : undefined;
+  if (!Array.isArray(leases)) {
+    throw new MalformedResponse(200, MalformedResponse.code, "the lease answer has no leases");
+  }
+  const outcomes = new Map<string, LeaseRenewal | EventLogError>();
+  for (const item of leases) {
+    const generation = isRecord(item) ? item["generation"] : undefined;
+    if (!isRecord(item) || typeof generation !== "string") {
+      throw new MalformedResponse(
+        200,
+        MalformedResponse.code,
+        "a lease answer names no generation",
+      );
+    }
+    const status = item["status"];
+    outcomes.set(generation, status === 200 ? parseLeaseRenewal(item) : refusalFrame(status, item));
+  }
+  return outcomes;
 }
 
 /** The typed error of a refusal frame: the REST append's for the same code and status. */

@@ -20,7 +20,8 @@
 import type { AppendChannel } from "./channel.js";
 import { ChannelUnavailable } from "./channel.js";
 import type { EventLogClient } from "./client.js";
-import { EventLogError } from "./errors.js";
+import { EventLogError, ServiceUnreachable } from "./errors.js";
+import type { LeaseRenewal } from "./models.js";
 import type { StoreLogger } from "./reporting.js";
 
 /** The service's default writer lease: the pace of renewals until a generation says. */
@@ -101,52 +102,73 @@ export class LeaseKeeper {
     this.ticking = true;
     try {
       const due = [...this.held].filter(([, h]) => now - h.renewedAt >= h.leaseMs / 3 - 50);
-      // All at once: the channel's frames go out in one burst and are answered in order.
-      await Promise.all(due.map(([generation, held]) => this.renew(generation, held)));
+      if (due.length === 0) return;
+      const shortest = Math.min(...due.map(([, h]) => h.leaseMs));
+      const signal = AbortSignal.timeout(Math.max(1_000, shortest / 3));
+      let outcomes: Map<string, LeaseRenewal | EventLogError> | undefined;
+      if (this.channel !== undefined && !this.channel.fallingBack) {
+        try {
+          // All at once: one lease frame (per 1,000), renewed by the service in one write.
+          outcomes = await this.channel.renewLeases(
+            due.map(([generation]) => generation),
+            signal,
+          );
+        } catch (error) {
+          if (!(error instanceof ChannelUnavailable)) {
+            this.failed(error, due.length);
+            return;
+          }
+        }
+      }
+      if (outcomes === undefined) {
+        outcomes = new Map();
+        const each = due.map(async ([generation]) => {
+          try {
+            outcomes?.set(generation, await this.client.renewLease(generation, { signal }));
+          } catch (error) {
+            outcomes?.set(generation, asError(error));
+          }
+        });
+        await Promise.all(each);
+      }
+      for (const [generation, held] of due) {
+        const outcome = outcomes.get(generation);
+        if (outcome === undefined) continue;
+        this.settled(generation, held, outcome);
+      }
     } finally {
       this.ticking = false;
     }
   }
 
-  private async renew(generation: string, held: Held): Promise<void> {
-    const signal = AbortSignal.timeout(Math.max(1_000, held.leaseMs / 3));
-    try {
-      await this.send(generation, signal);
+  private settled(generation: string, held: Held, outcome: LeaseRenewal | EventLogError): void {
+    if (!(outcome instanceof EventLogError)) {
       held.renewedAt = Date.now();
       this.counts.renewed += 1;
       if (this.outage) {
         this.outage = false;
         this.logger.info("mcp-eventlog: writer leases renewed again");
       }
-    } catch (error) {
-      if (error instanceof EventLogError && error.status >= 400 && error.status < 500) {
-        // Refused for good: the generation is abandoned, fenced, finished or unknown.
-        if (this.held.get(generation) === held) this.release(generation);
-        this.counts.lost += 1;
-        held.onLost(error);
-        return;
-      }
-      this.counts.failed += 1;
-      if (!this.outage) {
-        this.outage = true;
-        this.logger.warn(
-          `mcp-eventlog: renewing writer leases failed (${describe(error)}); trying again ` +
-            "every third of a lease, before the service finds them run out",
-        );
-      }
+      return;
     }
+    if (outcome.status >= 400 && outcome.status < 500) {
+      // Refused for good: the generation is abandoned, fenced, finished or unknown.
+      if (this.held.get(generation) === held) this.release(generation);
+      this.counts.lost += 1;
+      held.onLost(outcome);
+      return;
+    }
+    this.failed(outcome, 1);
   }
 
-  private async send(generation: string, signal: AbortSignal): Promise<void> {
-    if (this.channel !== undefined && !this.channel.fallingBack) {
-      try {
-        await this.channel.renewLease(generation, signal);
-        return;
-      } catch (error) {
-        if (!(error instanceof ChannelUnavailable)) throw error;
-      }
-    }
-    await this.client.renewLease(generation, { signal });
+  private failed(error: unknown, count: number): void {
+    this.counts.failed += count;
+    if (this.outage) return;
+    this.outage = true;
+    this.logger.warn(
+      `mcp-eventlog: renewing writer leases failed (${describe(error)}); trying again every ` +
+        "third of a lease, before the service finds them run out",
+    );
   }
 
   private schedule(): void {
@@ -166,6 +188,11 @@ export class LeaseKeeper {
     this.timer = undefined;
     this.periodMs = 0;
   }
+}
+
+function asError(error: unknown): EventLogError {
+  if (error instanceof EventLogError) return error;
+  return new ServiceUnreachable(0, ServiceUnreachable.code, describe(error), { cause: error });
 }
 
 function describe(error: unknown): string {

@@ -300,18 +300,25 @@ export class EventLogEventStore implements McpEventStore {
   }
 
   /**
+   * Wait up to `timeoutMs` for every message handed out so far to be acknowledged; whether
+   * they all were (a pipeline that broke, or the time running out, is false). Per-event
+   * mode has nothing outstanding.
+   */
+  async flush(timeoutMs = 10_000): Promise<boolean> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    const pipes: GenerationPipeline[] = [];
+    for (const state of this.streams.values()) if (state.pipe !== undefined) pipes.push(state.pipe);
+    const settled = await Promise.all(pipes.map((pipe) => pipe.settle(pipe.handed, signal)));
+    return settled.every(Boolean);
+  }
+
+  /**
    * The session is over: wait up to `settleMs` for what was handed out to be acknowledged,
    * then stop renewing this store's leases (the service marks the generations abandoned
    * after their lease). A later `storeEvent` still works, and holds its lease again.
    */
   async close(settleMs = 5_000): Promise<void> {
-    const signal = AbortSignal.timeout(settleMs);
-    const pipes: GenerationPipeline[] = [];
-    for (const sdkStream of new Set(this.leased.values())) {
-      const pipe = this.streams.peek(sdkStream)?.pipe;
-      if (pipe !== undefined) pipes.push(pipe);
-    }
-    await Promise.all(pipes.map((pipe) => pipe.settle(pipe.handed, signal)));
+    await this.flush(settleMs);
     for (const generation of this.leased.keys()) this.leases.release(generation);
     this.leased.clear();
   }
