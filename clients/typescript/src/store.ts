@@ -20,6 +20,7 @@ import { type AppendOptions, EventLogClient } from "./client.js";
 import type { ConnectionOptions } from "./connection.js";
 import { encodeMessage, MessageAssembler } from "./encoding.js";
 import {
+  Abandoned,
   DeadlineExceeded,
   EventLogError,
   InvalidResponse,
@@ -866,7 +867,7 @@ function messageBytes(events: readonly NewEvent[], limit: number): number {
 /** Whether an append was refused because the generation is no longer writable. */
 function fenced(error: EventLogError): boolean {
   return (
-    error instanceof Superseded || error instanceof TerminalGeneration || error.code === "abandoned"
+    error instanceof Superseded || error instanceof TerminalGeneration || error instanceof Abandoned
   );
 }
 
