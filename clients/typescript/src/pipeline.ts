@@ -44,6 +44,17 @@ interface Handed {
   readonly events: readonly NewEvent[];
 }
 
+/** An abort signal, or a function that makes one: called only when something has to wait,
+ *  so a write that never waits makes no timer. */
+export type LazySignal = AbortSignal | (() => AbortSignal);
+
+/** A deadline `ms` from now whose signal (and timer) is made on first use. */
+export function deadline(ms: number): () => AbortSignal {
+  const at = Date.now() + ms;
+  let made: AbortSignal | undefined;
+  return () => (made ??= AbortSignal.timeout(Math.max(0, at - Date.now())));
+}
+
 interface Waiter {
   readonly ready: () => boolean;
   readonly wake: () => void;
@@ -112,7 +123,7 @@ export class GenerationPipeline {
    * the seq of its last event. Throws the pipeline's `error` once it is broken, or
    * `signal`'s reason when it aborts first (nothing was handed then).
    */
-  async hand(events: readonly NewEvent[], signal?: AbortSignal): Promise<number> {
+  async hand(events: readonly NewEvent[], signal?: LazySignal): Promise<number> {
     const need = events.length;
     const alone = need > this.window;
     await this.until(
@@ -136,7 +147,7 @@ export class GenerationPipeline {
 
   /** Wait until every event up to `seq` (default: all handed so far) is acknowledged; false
    *  when the pipeline broke first or `signal` aborted. */
-  async settle(seq: number = this.handed, signal?: AbortSignal): Promise<boolean> {
+  async settle(seq: number = this.handed, signal?: LazySignal): Promise<boolean> {
     try {
       await this.until(() => this.error !== undefined || this.acked >= seq, signal);
     } catch {
@@ -152,8 +163,9 @@ export class GenerationPipeline {
     this.breakWith(error);
   }
 
-  private until(ready: () => boolean, signal: AbortSignal | undefined): Promise<void> {
+  private until(ready: () => boolean, lazy: LazySignal | undefined): Promise<void> {
     if (ready()) return Promise.resolve();
+    const signal = typeof lazy === "function" ? lazy() : lazy;
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<void>((resolve, reject) => {
       const onAbort = (): void => {

@@ -38,7 +38,7 @@ import type {
   ResumeAnswer,
 } from "./models.js";
 import { StreamNames } from "./names.js";
-import { GenerationPipeline } from "./pipeline.js";
+import { deadline, GenerationPipeline } from "./pipeline.js";
 import {
   CROSS_SESSION,
   MALFORMED,
@@ -580,14 +580,15 @@ export class EventLogEventStore implements McpEventStore {
       return this.unstoredId(sdkStream, state, `a message of ${size} bytes`, false);
     }
     if (Date.now() < this.pausedUntil) return this.unstoredId(sdkStream, state, "", false);
-    const signal = AbortSignal.timeout(this.storeTimeoutMs);
+    // The timer is made only when the write has to wait (most pipelined writes never do).
+    const signal = deadline(this.storeTimeoutMs);
     try {
       const pipelined = this.durability === "pipelined";
       if (state.generation === undefined || state.broken || (pipelined && !state.pipe)) {
         await this.open(
           sdkStream,
           state,
-          signal,
+          signal(),
           state.generation === undefined ? undefined : "reset",
         );
       }
@@ -595,7 +596,7 @@ export class EventLogEventStore implements McpEventStore {
       if (state.pipe !== undefined) {
         id = await this.hand(sdkStream, state, events, signal);
       } else {
-        id = (await this.append(sdkStream, state, events, signal)).at(-1);
+        id = (await this.append(sdkStream, state, events, signal())).at(-1);
         if (state.generation !== undefined) this.leases.renewed(state.generation);
       }
       if (id === undefined) return this.unstoredId(sdkStream, state, "no id came back", false);
@@ -618,7 +619,7 @@ export class EventLogEventStore implements McpEventStore {
     sdkStream: StreamId,
     state: StreamState,
     events: readonly NewEvent[],
-    signal: AbortSignal,
+    signal: () => AbortSignal,
   ): Promise<EventId> {
     let pipe = state.pipe as GenerationPipeline;
     let seq: number;
@@ -630,7 +631,7 @@ export class EventLogEventStore implements McpEventStore {
       this.logger.warn(
         `mcp-eventlog: generation ${pipe.generation} refused an append (${refused.code}); opening a new one`,
       );
-      await this.open(sdkStream, state, signal, "reset");
+      await this.open(sdkStream, state, signal(), "reset");
       pipe = state.pipe as GenerationPipeline;
       seq = await pipe.hand(events, signal);
     }
@@ -643,10 +644,14 @@ export class EventLogEventStore implements McpEventStore {
     const generation = state.generation;
     if (generation === undefined) return;
     const answers = "id" in message && ("result" in message || "error" in message);
-    const running = this.transport?.requestsOn(sdkStream).filter((id) => !state.answered.has(id));
-    if (answers && sdkStream !== GET_STREAM && (running === undefined || running.length === 0)) {
-      this.releaseLease(generation);
-    } else if (!this.leased.has(generation)) {
+    if (answers && sdkStream !== GET_STREAM) {
+      const requests = this.transport?.requestsOn(sdkStream) ?? [];
+      if (requests.every((id) => state.answered.has(id))) {
+        this.releaseLease(generation);
+        return;
+      }
+    }
+    if (!this.leased.has(generation)) {
       this.holdLease(sdkStream, state, generation, this.leaseSeconds(generation));
     }
   }
