@@ -2,7 +2,7 @@
  * The TypeScript SDK's server, as a process, for `bench/ts_sdk_server.py`.
  *
  * `node build/bench/sdk-server.js --port P --sdk v1|v2 --store none|pipelined|per_event
- * [--eventlog URL]` serves one tool, `progress(n)`, which reports progress 1..n on its
+ * [--eventlog URL] [--pipeline N]` serves one tool, `progress(n)`, which reports progress 1..n on its
  * request's stream and returns: the harness of the Python SDK figures, for the TypeScript
  * SDK of either line — `v1`: `@modelcontextprotocol/sdk` 1.x, `McpServer` +
  * `StreamableHTTPServerTransport`; `v2`: `@modelcontextprotocol/server` 2.x, a sessionful
@@ -32,6 +32,7 @@ const { values } = parseArgs({
     sdk: { type: "string", default: "v1" },
     store: { type: "string", default: "none" },
     eventlog: { type: "string" },
+    pipeline: { type: "string" },
   },
 });
 const port = Number(values.port);
@@ -48,6 +49,7 @@ function newStore(): EventLogEventStore | undefined {
   const store = new EventLogEventStore({
     ...(values.eventlog === undefined ? {} : { baseUrl: values.eventlog }),
     durability: storeKind === "per_event" ? "per_event" : "pipelined",
+    ...(values.pipeline === undefined ? {} : { pipeline: Number(values.pipeline) }),
     logger: quiet,
   });
   stores.push(store);

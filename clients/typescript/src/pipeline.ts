@@ -193,10 +193,16 @@ export class GenerationPipeline {
     }
   }
 
-  /** Send the pending messages, one frame at a time, until none is left. */
+  /** Send the pending messages, one frame at a time, until none is left. The first frame
+   *  goes out after the current turn of the event loop: a tool that streams messages without
+   *  waiting for I/O hands them all in one turn, and they travel in one frame. */
   private flush(): void {
     if (this.flushing) return;
     this.flushing = true;
+    nextTurn(() => void this.run());
+  }
+
+  private run(): void {
     void this.drain().finally(() => {
       this.flushing = false;
       // A message handed while the last answer was being read starts the next round.
@@ -263,6 +269,12 @@ export class GenerationPipeline {
     this.wake();
   }
 }
+
+/** Run `task` after the current turn of the event loop (after its I/O callbacks). */
+const nextTurn: (task: () => void) => void =
+  typeof globalThis.setImmediate === "function"
+    ? (task) => void globalThis.setImmediate(task)
+    : (task) => void setTimeout(task, 0);
 
 /** Whether a failed attempt may pass if the same frame is sent again: no answer, a 5xx. */
 function passes(error: unknown): boolean {
