@@ -281,6 +281,8 @@ for (const backend of BACKENDS) {
           child.kill("SIGKILL");
           await exited;
         }
+        // What the dead writer had sent and the service never read dies with its connection.
+        proxy.dropChannels();
         proxy.releaseProducerFrames();
         assert.ok(
           shown.every((id) => !id.startsWith(UNSTORED_PREFIX)),
