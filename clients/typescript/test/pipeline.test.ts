@@ -225,25 +225,31 @@ for (const backend of BACKENDS) {
         assert.deepEqual([answer.verdict, answer.reason], ["reset", "superseded"]);
       });
 
-      it("an idle generation whose writer lives is never abandoned (3 leases); once the writer lets go, it is", async () => {
-        const s = store({ leaseSeconds: 1 });
-        const id = await s.storeEvent("idle", note(1));
-        assert.ok(await s.flush());
-        await sleep(3_500);
-        const alive = await log.resume(id);
-        assert.deepEqual([alive.verdict, alive.reason], ["resume", "ok"]);
-        const name = `mcp.${s.scope}.idle`;
-        assert.equal((await log.stream(name)).current?.abandonedAt, null);
+      for (const [transport, durability] of [
+        ["channel", "pipelined"],
+        ["rest", "per_event"],
+      ] as const) {
+        it(`an idle generation whose writer lives is never abandoned (3 leases; renewed over ${transport}, ${durability}); once the writer lets go, it is`, async () => {
+          const s = store({ leaseSeconds: 1, appendTransport: transport, durability });
+          const id = await s.storeEvent("idle", note(1));
+          assert.ok(await s.flush());
+          await sleep(3_500);
+          const alive = await log.resume(id);
+          assert.deepEqual([alive.verdict, alive.reason], ["resume", "ok"]);
+          const name = `mcp.${s.scope}.idle`;
+          assert.equal((await log.stream(name)).current?.abandonedAt, null);
 
-        await s.close();
-        await until(
-          async () => (await log.stream(name)).current?.abandonedAt != null,
-          "the generation to be abandoned after the lease and the sweep",
-          10_000,
-        );
-        const gone = await log.resume(id);
-        assert.deepEqual([gone.verdict, gone.reason], ["reset", "abandoned"]);
-      });
+          await s.close();
+          await until(
+            async () => (await log.stream(name)).current?.abandonedAt != null,
+            "the generation to be abandoned after the lease and the sweep",
+            10_000,
+          );
+          const gone = await log.resume(id);
+          assert.deepEqual([gone.verdict, gone.reason], ["reset", "abandoned"]);
+          if (transport === "rest") assert.equal(s.channel, undefined);
+        });
+      }
 
       it("a writer killed (-9) mid-pipeline: every id it showed resets (lost_tail or abandoned), never invalid", async () => {
         const index = new URL("../src/index.js", import.meta.url).href;
