@@ -4,7 +4,8 @@ First issue 11's table (`bench/append_cost.py`: the append against its ceilings,
 interleaved rounds), issue 19's (`bench/channel_cost.py`: the append channel, and the
 PostgreSQL append in one statement, against theirs), then resume and replay by stored
 history on each database, then the peers (the SDK's in-memory store, Redis Streams), the
-live reads, the bus, the TypeScript store over the channel and the gateway.
+live reads, the bus, the TypeScript store over the channel, the TypeScript SDK server with
+its stores and the gateway.
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, bus, channel_cost, gateway, live, peers, seed, servers, ts_channel
+from bench import (
+    append_cost,
+    bus,
+    channel_cost,
+    gateway,
+    live,
+    peers,
+    seed,
+    servers,
+    ts_channel,
+    ts_sdk_server,
+)
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -206,6 +218,12 @@ def run(plan: Plan) -> Results:
                 "ts_channel", lambda: ts_channel.suite(plan, workdir), timings
             )
             ts_channel.write(results["ts_channel"])
+            # Issue 29: the TypeScript SDK server with the pipelined store, the per-event store
+            # and none (bench/results/ts-sdk-server.*).
+            results["ts_sdk_server"] = _timed(
+                "ts_sdk_server", lambda: ts_sdk_server.suite(plan, workdir), timings
+            )
+            ts_sdk_server.write(results["ts_sdk_server"])
             # Issue 18: the gateway against the upstream alone, our store and mcp-persist
             # (bench/results/gateway.md).
             results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)

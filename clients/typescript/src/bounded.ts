@@ -30,6 +30,11 @@ export class BoundedMap<K, V> {
     }
   }
 
+  /** The values, least recently used first. */
+  values(): IterableIterator<V> {
+    return this.entries.values();
+  }
+
   get size(): number {
     return this.entries.size;
   }

@@ -55,7 +55,13 @@ import {
   ResponseTooLarge,
   ServiceUnreachable,
 } from "./errors.js";
-import { type AppendResult, type NewEvent, parseAppendResult } from "./models.js";
+import {
+  type AppendResult,
+  type LeaseRenewal,
+  type NewEvent,
+  parseAppendResult,
+  parseLeaseRenewal,
+} from "./models.js";
 
 /** The channel could not be opened (see the module): send over REST instead. Status 0. */
 export class ChannelUnavailable extends ServiceUnreachable {
@@ -83,7 +89,9 @@ export interface ChannelAppend {
 interface Frame {
   readonly body: Record<string, unknown>;
   readonly retry: boolean;
-  readonly resolve: (result: AppendResult) => void;
+  /** Reads a success answer (an append's, a lease renewal's). */
+  readonly parse: (body: unknown) => unknown;
+  readonly resolve: (result: unknown) => void;
   readonly reject: (error: unknown) => void;
   readonly signal: AbortSignal | undefined;
   readonly onAbort: () => void;
@@ -209,6 +217,55 @@ export class AppendChannel {
    * append's typed errors; `ChannelUnavailable` when the channel cannot be opened.
    */
   append(request: ChannelAppend): Promise<AppendResult> {
+    const body = {
+      generation: request.generation,
+      events: request.events.map((e) => ({ data: e.data, event: e.event ?? null })),
+      first_seq: request.firstSeq ?? null,
+      terminal: request.terminal ?? false,
+    };
+    return this.enqueue(body, request.firstSeq !== undefined, request.signal, parseAppendResult);
+  }
+
+  /**
+   * Renew `generation`'s writer lease with a lease frame (`{"id", "generation", "lease":
+   * true}`); throws the REST renewal's typed errors (`abandoned` once it ran out). A renewal
+   * is repeated after a drop like an append with `firstSeq`: renewing twice is renewing.
+   */
+  renewLease(generation: string, signal?: AbortSignal): Promise<LeaseRenewal> {
+    return this.enqueue({ generation, lease: true }, true, signal, parseLeaseRenewal);
+  }
+
+  /**
+   * Renew the leases of `generations` together: one lease frame per 1,000 of them
+   * (`{"id", "lease": true, "generations": [...]}`), renewed by the service in one write.
+   * Each generation's outcome is its renewal or its refusal (`abandoned`, `superseded`, …);
+   * a frame that fails as a whole (no answer, a 5xx) throws.
+   */
+  async renewLeases(
+    generations: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<Map<string, LeaseRenewal | EventLogError>> {
+    const outcomes = new Map<string, LeaseRenewal | EventLogError>();
+    const frames: Promise<void>[] = [];
+    for (let at = 0; at < generations.length; at += MAX_LEASE_FRAME_GENERATIONS) {
+      const chunk = generations.slice(at, at + MAX_LEASE_FRAME_GENERATIONS);
+      const frame = this.enqueue({ lease: true, generations: chunk }, true, signal, parseLeases);
+      frames.push(
+        frame.then((answers) => {
+          for (const [generation, outcome] of answers) outcomes.set(generation, outcome);
+        }),
+      );
+    }
+    await Promise.all(frames);
+    return outcomes;
+  }
+
+  private enqueue<T>(
+    body: Record<string, unknown>,
+    retry: boolean,
+    signal: AbortSignal | undefined,
+    parse: (body: unknown) => T,
+  ): Promise<T> {
     if (this.closedForGood) {
       return Promise.reject(new ChannelUnavailable(0, ChannelUnavailable.code, "closed"));
     }
@@ -216,18 +273,13 @@ export class AppendChannel {
       if (Date.now() < this.unavailable.until) return Promise.reject(this.unavailable.why);
       this.unavailable = undefined;
     }
-    const { signal } = request;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    return new Promise<AppendResult>((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       const frame: Frame = {
-        body: {
-          generation: request.generation,
-          events: request.events.map((e) => ({ data: e.data, event: e.event ?? null })),
-          first_seq: request.firstSeq ?? null,
-          terminal: request.terminal ?? false,
-        },
-        retry: request.firstSeq !== undefined,
-        resolve,
+        body,
+        retry,
+        parse,
+        resolve: resolve as (result: unknown) => void,
         reject,
         signal,
         onAbort: () => this.settle(frame, signal?.reason, true),
@@ -366,9 +418,9 @@ export class AppendChannel {
     this.counts.answered += 1;
     const status = body["status"];
     if (status === 200 || status === 201) {
-      let result: AppendResult;
+      let result: unknown;
       try {
-        result = parseAppendResult(body);
+        result = frame.parse(body);
       } catch (error) {
         this.settle(frame, error, false);
         this.pump();
@@ -516,7 +568,7 @@ export class AppendChannel {
     frame.done = true;
     clearTimeout(frame.timer);
     frame.signal?.removeEventListener("abort", frame.onAbort);
-    if (ok) frame.resolve(outcome as AppendResult);
+    if (ok) frame.resolve(outcome);
     else frame.reject(outcome);
     if (aborted) {
       // An abandoned frame that was never sent leaves the queue; a sent one keeps its place
@@ -525,6 +577,31 @@ export class AppendChannel {
       if (at >= 0) this.queue.splice(at, 1);
     }
   }
+}
+
+/** The most generations one lease frame renews (the service's limit). */
+const MAX_LEASE_FRAME_GENERATIONS = 1_000;
+
+/** The answer to a many-generation lease frame: each generation's renewal or refusal. */
+function parseLeases(body: unknown): Map<string, LeaseRenewal | EventLogError> {
+  const leases = isRecord(body) ? body["leases"] : undefined;
+  if (!Array.isArray(leases)) {
+    throw new MalformedResponse(200, MalformedResponse.code, "the lease answer has no leases");
+  }
+  const outcomes = new Map<string, LeaseRenewal | EventLogError>();
+  for (const item of leases) {
+    const generation = isRecord(item) ? item["generation"] : undefined;
+    if (!isRecord(item) || typeof generation !== "string") {
+      throw new MalformedResponse(
+        200,
+        MalformedResponse.code,
+        "a lease answer names no generation",
+      );
+    }
+    const status = item["status"];
+    outcomes.set(generation, status === 200 ? parseLeaseRenewal(item) : refusalFrame(status, item));
+  }
+  return outcomes;
 }
 
 /** The typed error of a refusal frame: the REST append's for the same code and status. */

@@ -6,10 +6,12 @@ import {
   type EventPage,
   type Generation,
   type GenerationReason,
+  type LeaseRenewal,
   type NewEvent,
   parseAppendResult,
   parseEventPage,
   parseGeneration,
+  parseLeaseRenewal,
   parseResumeAnswer,
   parseStreamView,
   type ResumeAnswer,
@@ -30,6 +32,12 @@ export interface OpenOptions extends CallOptions {
   readonly producer?: string | undefined;
   readonly maxEvents?: number | undefined;
   readonly ttlSeconds?: number | undefined;
+  /** The writer lease (the service's default, 30 s, when unset): renewed by every append and
+   *  by `renewLease`; once it runs out the generation is abandoned. */
+  readonly leaseSeconds?: number | undefined;
+  /** Events the writer may show past its acknowledged tail (default 0): a claim that far
+   *  beyond the tail is a lost tail, not an invalid one. */
+  readonly pipeline?: number | undefined;
 }
 
 /** How a batch is appended. */
@@ -84,6 +92,8 @@ export class EventLogClient {
     if (options.producer !== undefined) body["producer"] = options.producer;
     if (options.maxEvents !== undefined) body["max_events"] = options.maxEvents;
     if (options.ttlSeconds !== undefined) body["ttl_seconds"] = options.ttlSeconds;
+    if (options.leaseSeconds !== undefined) body["lease_seconds"] = options.leaseSeconds;
+    if (options.pipeline !== undefined) body["pipeline"] = options.pipeline;
     const answer = await this.connection.request({
       method: "POST",
       path: `/v1/streams/${segment(streamId)}/generations`,
@@ -112,6 +122,19 @@ export class EventLogClient {
       signal: options.signal,
     });
     return parseAppendResult(answer);
+  }
+
+  /** Renew `generation`'s writer lease (a writer with nothing to append); retried, since a
+   *  renewal twice is a renewal. `abandoned` (409) once the lease has already run out. */
+  async renewLease(generation: string, options: CallOptions = {}): Promise<LeaseRenewal> {
+    const answer = await this.connection.request({
+      method: "POST",
+      path: `/v1/generations/${segment(generation)}/lease`,
+      json: {},
+      retry: true,
+      signal: options.signal,
+    });
+    return parseLeaseRenewal(answer);
   }
 
   /** The verdict on `lastEventId`, on `streamId`'s route or (without it) `/v1/resume`. */

@@ -16,6 +16,8 @@
  */
 
 export * from "./writer.js";
+export { DEFAULT_LEASE_SECONDS, LeaseKeeper } from "./lease.js";
+export { GenerationPipeline, type PipelineOptions } from "./pipeline.js";
 export {
   MESSAGE_EVENT,
   PART_EVENT,
@@ -50,7 +52,9 @@ export {
 } from "./bus-convention.js";
 export {
   type AppendTransport,
+  DEFAULT_PIPELINE,
   defaultAppendTransport,
+  type Durability,
   EventLogEventStore,
   type EventLogEventStoreOptions,
   GET_STREAM,

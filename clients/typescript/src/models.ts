@@ -35,6 +35,19 @@ export interface Generation {
   readonly expired: boolean;
   readonly createdAt: string;
   readonly supersedes: string | null;
+  /** The writer lease's length, and when it runs out (null from a service without leases). */
+  readonly leaseSeconds: number | null;
+  readonly leaseExpiresAt: string | null;
+  /** How many events past its tail the writer may show before they are acknowledged. */
+  readonly pipeline: number;
+  /** When the service found the writer's lease run out; null while not abandoned. */
+  readonly abandonedAt: string | null;
+}
+
+/** A renewed writer lease. */
+export interface LeaseRenewal {
+  readonly generation: string;
+  readonly leaseExpiresAt: string | null;
 }
 
 /** The ids of an appended batch (or of the stored batch it duplicates). */
@@ -175,7 +188,17 @@ export function parseGeneration(body: unknown): Generation {
     expired: f.bool("expired", false),
     createdAt: f.str("created_at"),
     supersedes: f.optStr("supersedes"),
+    leaseSeconds: f.optInt("lease_seconds"),
+    leaseExpiresAt: f.optStr("lease_expires_at"),
+    pipeline: f.optInt("pipeline") ?? 0,
+    abandonedAt: f.optStr("abandoned_at"),
   };
+}
+
+/** Read the answer to a lease renewal (REST or a channel frame). */
+export function parseLeaseRenewal(body: unknown): LeaseRenewal {
+  const f = new Fields(body, "lease answer");
+  return { generation: f.str("generation"), leaseExpiresAt: f.optStr("lease_expires_at") };
 }
 
 /** Read an append response. */

@@ -23,6 +23,9 @@ export interface StoreStats {
   refused: number;
   /** Appends sent over REST because the append channel could not be opened. */
   channelFallbacks: number;
+  /** Pipelined mode: messages whose ids went out and which were never stored (the service
+   *  refused their frame, or gave no answer in time): a resume from before them is reset. */
+  lost: number;
 }
 
 /** A fresh set of zero counts. */
@@ -35,6 +38,7 @@ export function newStoreStats(): StoreStats {
     replayedMessages: 0,
     refused: 0,
     channelFallbacks: 0,
+    lost: 0,
   };
 }
 

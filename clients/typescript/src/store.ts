@@ -20,14 +20,25 @@ import { type AppendOptions, EventLogClient } from "./client.js";
 import type { ConnectionOptions } from "./connection.js";
 import { encodeMessage, MessageAssembler } from "./encoding.js";
 import {
+  Abandoned,
+  DeadlineExceeded,
   EventLogError,
   InvalidResponse,
   isRecord,
   Superseded,
   TerminalGeneration,
+  ValidationFailed,
 } from "./errors.js";
-import type { AppendResult, GenerationReason, NewEvent, ResumeAnswer } from "./models.js";
+import { DEFAULT_LEASE_SECONDS, LeaseKeeper } from "./lease.js";
+import type {
+  AppendResult,
+  Generation,
+  GenerationReason,
+  NewEvent,
+  ResumeAnswer,
+} from "./models.js";
 import { StreamNames } from "./names.js";
+import { deadline, GenerationPipeline } from "./pipeline.js";
 import {
   CROSS_SESSION,
   MALFORMED,
@@ -53,6 +64,16 @@ const UNRESOLVED_STREAM = "eventlog:unresolved";
 /** The stream a refused resume's connection is registered under: nothing is ever sent to it. */
 const REFUSED_STREAM_PREFIX = "eventlog:refused:";
 const EVENT_ID = /^([A-Za-z0-9_-]+):(\d+)$/;
+
+/** What `storeEvent` waits for before it hands the SDK the message's id:
+ *  - `pipelined`: the message is handed, in order, to the generation's writer (the service
+ *    acknowledges behind it, within the generation's declared `pipeline` window);
+ *  - `per_event`: the service committed the message (one round trip and one durable commit
+ *    per message, on the SDK's path to the client). */
+export type Durability = "pipelined" | "per_event";
+
+/** Events a stream may run ahead of the service's acknowledgements, by default. */
+export const DEFAULT_PIPELINE = 128;
 
 /** How a store's appends travel: the append channel (falling back to REST where it cannot
  *  pass), or REST only. */
@@ -85,6 +106,17 @@ export interface EventLogEventStoreOptions extends ConnectionOptions {
   /** Unanswered frames on the channel at most (default 64); the channel is shared by the
    *  stores whose options are alike. */
   readonly maxInFlight?: number;
+  /** `pipelined` (default) or `per_event`: what `storeEvent` waits for (see the class). */
+  readonly durability?: Durability;
+  /** Pipelined mode: events a stream may show ahead of the service's acknowledgements, the
+   *  `pipeline` its generations are opened with (default 128); past it `storeEvent` waits. */
+  readonly pipeline?: number;
+  /** The writer lease each generation is opened with (the service's default, 30 s, when
+   *  unset); the store renews it every third of it while it lives. */
+  readonly leaseSeconds?: number;
+  /** Pipelined mode: how long one frame is retried while the service does not answer (or
+   *  answers 5xx) before its messages count as lost; default 10 000. */
+  readonly giveUpAfterMs?: number;
   /** Recorded on each generation; default `mcp:ts:<pid>`. */
   readonly producer?: string;
   /** Events retained per generation (the service's default when unset). */
@@ -99,7 +131,8 @@ export interface EventLogEventStoreOptions extends ConnectionOptions {
   /** A message whose JSON is longer than this (UTF-8 bytes) is not stored (it goes out
    *  unstored); default 16 MiB, the service's `EVENTLOG_MAX_BODY_BYTES` default. */
   readonly maxMessageBytes?: number;
-  /** The longest one `storeEvent` waits for the service before the message goes out unstored. */
+  /** The longest one `storeEvent` waits for the service (per-event: its commit; pipelined:
+   *  its generation, and room in the window) before the message goes out unstored. */
   readonly storeTimeoutMs?: number;
   /** After a failure to store, messages go out unstored without asking for this long. */
   readonly pauseAfterFailureMs?: number;
@@ -119,6 +152,8 @@ class StreamState {
   nextSeq = 1;
   /** A write failed: the generation may have a hole, the next write opens a new one. */
   broken = false;
+  /** Pipelined mode: the current generation's writer. */
+  pipe: GenerationPipeline | undefined;
   /** Ids of the requests answered on this stream, learned from their responses. */
   readonly answered = new Set<RequestId>();
   private tail: Promise<void> = Promise.resolve();
@@ -157,6 +192,29 @@ interface Owner {
  *   error `RESUME_REFUSED` carrying the request's own id (learned from the attached
  *   transport, or from the stored response), or, when no request can be named, throws
  *   `ResumeRefused` (the SDK answers HTTP 500). Nothing of another session is ever sent.
+ *
+ * `durability` says what `storeEvent` waits for (docs/clients-typescript.md has the promises):
+ *
+ * - `"pipelined"` (default): the message gets the stream's next id at once and is handed, in
+ *   order, to the generation's writer (`GenerationPipeline`), which appends behind it over
+ *   the channel, several messages per frame; `storeEvent` returns then. At most `pipeline`
+ *   events of a stream are unacknowledged (declared when its generation is opened): past
+ *   that, `storeEvent` waits for the service. A dropped channel resends from the first
+ *   unacknowledged frame (stored once, by `firstSeq`). A replay in this process first waits
+ *   for what it handed out of that generation to be acknowledged. If the process dies, or a
+ *   frame cannot be stored, the messages it had shown and not stored are lost, visibly: a
+ *   resume from one is answered `reset` (`lost_tail`, `abandoned` or `superseded`), never
+ *   `invalid`, never a splice.
+ * - `"per_event"`: `storeEvent` returns after the service committed the message: one round
+ *   trip and one durable commit per message, which the SDK awaits before it sends the
+ *   message (docs/performance.md has what that costs). A message the client sees is stored.
+ *
+ * Either way the store renews the writer leases of the generations it writes while it lives,
+ * however long a tool stays silent (`LeaseKeeper`: every third of the lease, all of them at
+ * once on the channel); when the process dies the service marks them abandoned after the
+ * lease, and their readers are told. A request stream's lease stops being renewed once its
+ * response is stored: a resume of it after the lease is answered `reset`/`abandoned` (the
+ * client re-issues the request). `close()` stops renewing them all.
  */
 export class EventLogEventStore implements McpEventStore {
   readonly client: EventLogClient;
@@ -179,6 +237,13 @@ export class EventLogEventStore implements McpEventStore {
   private pausedUntil = 0;
   private transport: TransportView | undefined;
   private initializations = 0;
+  private durability: Durability;
+  private readonly pipeline: number;
+  private readonly leases: LeaseKeeper;
+  /** The generations this store holds leases of, with the SDK stream each one is written for. */
+  private readonly leased = new Map<string, StreamId>();
+  /** The lease each generation was opened with, as the service answered. */
+  private readonly leaseLengths: BoundedMap<string, number>;
 
   constructor(private readonly options: EventLogEventStoreOptions = {}) {
     this.client = options.client ?? new EventLogClient(options);
@@ -210,6 +275,53 @@ export class EventLogEventStore implements McpEventStore {
     this.streams = new BoundedMap(max);
     this.owners = new BoundedMap(max);
     this.unstored = new BoundedMap(max);
+    this.leaseLengths = new BoundedMap(max);
+    this.durability = options.durability ?? "pipelined";
+    if (this.durability !== "pipelined" && this.durability !== "per_event") {
+      throw new Error(
+        `durability is ${JSON.stringify(this.durability)}: "pipelined" or "per_event"`,
+      );
+    }
+    this.pipeline = options.pipeline ?? DEFAULT_PIPELINE;
+    if (!Number.isInteger(this.pipeline) || this.pipeline < 1) {
+      throw new RangeError(`pipeline is ${this.pipeline}: a whole number of events, at least 1`);
+    }
+    this.leases = LeaseKeeper.of(this.client, this.channel, this.logger);
+  }
+
+  /** What `storeEvent` waits for: `pipelined`, or `per_event` (chosen, or because the
+   *  service knows no pipeline window). */
+  get mode(): Durability {
+    return this.durability;
+  }
+
+  /** The pipelined writer of `sdkStream`'s current generation (tests, diagnostics). */
+  pipelineOf(sdkStream: StreamId): GenerationPipeline | undefined {
+    return this.streams.peek(sdkStream)?.pipe;
+  }
+
+  /**
+   * Wait up to `timeoutMs` for every message handed out so far to be acknowledged; whether
+   * they all were (a pipeline that broke, or the time running out, is false). Per-event
+   * mode has nothing outstanding.
+   */
+  async flush(timeoutMs = 10_000): Promise<boolean> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    const pipes: GenerationPipeline[] = [];
+    for (const state of this.streams.values()) if (state.pipe !== undefined) pipes.push(state.pipe);
+    const settled = await Promise.all(pipes.map((pipe) => pipe.settle(pipe.handed, signal)));
+    return settled.every(Boolean);
+  }
+
+  /**
+   * The session is over: wait up to `settleMs` for what was handed out to be acknowledged,
+   * then stop renewing this store's leases (the service marks the generations abandoned
+   * after their lease). A later `storeEvent` still works, and holds its lease again.
+   */
+  async close(settleMs = 5_000): Promise<void> {
+    await this.flush(settleMs);
+    for (const generation of this.leased.keys()) this.leases.release(generation);
+    this.leased.clear();
   }
 
   /**
@@ -286,6 +398,22 @@ export class EventLogEventStore implements McpEventStore {
     // client live on the resumed connection, which the SDK registers as soon as this returns.
     const release = owner === undefined ? undefined : await this.state(owner.sdkStream).acquire();
     try {
+      const pipe = owner === undefined ? undefined : this.state(owner.sdkStream).pipe;
+      if (owner !== undefined && pipe?.generation === token) {
+        // What this process handed out of the generation is acknowledged before the service
+        // is asked, so the verdict covers every id the client may hold.
+        if (!(await pipe.settle(pipe.handed, AbortSignal.timeout(this.replayTimeoutMs)))) {
+          const why =
+            pipe.error ??
+            new DeadlineExceeded(
+              0,
+              DeadlineExceeded.code,
+              "the messages handed out were not acknowledged in time",
+            );
+          const refusal = owner.broken || pipe.error !== undefined ? NOT_STORED : refusalOf(why);
+          return await this.refuse(lastEventId, owner.sdkStream, refusal, send);
+        }
+      }
       return await this.replay(lastEventId, owner?.sdkStream, release !== undefined, send);
     } finally {
       release?.();
@@ -452,22 +580,129 @@ export class EventLogEventStore implements McpEventStore {
       return this.unstoredId(sdkStream, state, `a message of ${size} bytes`, false);
     }
     if (Date.now() < this.pausedUntil) return this.unstoredId(sdkStream, state, "", false);
-    const signal = AbortSignal.timeout(this.storeTimeoutMs);
+    // The timer is made only when the write has to wait (most pipelined writes never do).
+    const signal = deadline(this.storeTimeoutMs);
     try {
-      if (state.generation === undefined || state.broken) {
+      const pipelined = this.durability === "pipelined";
+      if (state.generation === undefined || state.broken || (pipelined && !state.pipe)) {
         await this.open(
           sdkStream,
           state,
-          signal,
+          signal(),
           state.generation === undefined ? undefined : "reset",
         );
       }
-      const ids = await this.append(sdkStream, state, events, signal);
+      let id: string | undefined;
+      if (state.pipe !== undefined) {
+        id = await this.hand(sdkStream, state, events, signal);
+      } else {
+        id = (await this.append(sdkStream, state, events, signal())).at(-1);
+        if (state.generation !== undefined) this.leases.renewed(state.generation);
+      }
+      if (id === undefined) return this.unstoredId(sdkStream, state, "no id came back", false);
       this.stats.stored += 1;
-      return ids[ids.length - 1] ?? this.unstoredId(sdkStream, state, "no id came back", false);
+      this.leaseAfter(sdkStream, state, message);
+      return id;
     } catch (error) {
+      // The service did not take the message in time: this generation's writer stops (what
+      // it had handed out and not stored is lost, visibly), the next write opens a new one.
+      const pipe = state.pipe;
+      if (pipe !== undefined && pipe.error === undefined) pipe.close(asEventLogError(error));
       return this.unstoredId(sdkStream, state, describe(error), pausesStoring(error));
     }
+  }
+
+  /** Pipelined: hand the message to the generation's writer; its id once handed. A
+   *  generation fenced, finished or abandoned before the message was handed (so before its
+   *  id went out) continues in a new generation, as a per-event write does. */
+  private async hand(
+    sdkStream: StreamId,
+    state: StreamState,
+    events: readonly NewEvent[],
+    signal: () => AbortSignal,
+  ): Promise<EventId> {
+    let pipe = state.pipe as GenerationPipeline;
+    let seq: number;
+    try {
+      seq = await pipe.hand(events, signal);
+    } catch (error) {
+      const refused = pipe.error;
+      if (refused === undefined || error !== refused || !fenced(refused)) throw error;
+      this.logger.warn(
+        `mcp-eventlog: generation ${pipe.generation} refused an append (${refused.code}); opening a new one`,
+      );
+      await this.open(sdkStream, state, signal(), "reset");
+      pipe = state.pipe as GenerationPipeline;
+      seq = await pipe.hand(events, signal);
+    }
+    return `${pipe.generation}:${seq}`;
+  }
+
+  /** Keep the lease of the stream's generation while it may still be written, and let it go
+   *  once the stream's requests are all answered (the response is stored). */
+  private leaseAfter(sdkStream: StreamId, state: StreamState, message: McpMessage): void {
+    const generation = state.generation;
+    if (generation === undefined) return;
+    const answers = "id" in message && ("result" in message || "error" in message);
+    if (answers && sdkStream !== GET_STREAM) {
+      const requests = this.transport?.requestsOn(sdkStream) ?? [];
+      if (requests.every((id) => state.answered.has(id))) {
+        this.releaseLease(generation);
+        return;
+      }
+    }
+    if (!this.leased.has(generation)) {
+      this.holdLease(sdkStream, state, generation, this.leaseSeconds(generation));
+    }
+  }
+
+  private leaseSeconds(generation: string): number {
+    return this.leaseLengths.get(generation) ?? this.options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
+  }
+
+  private holdLease(
+    sdkStream: StreamId,
+    state: StreamState,
+    generation: string,
+    seconds: number,
+  ): void {
+    this.leased.set(generation, sdkStream);
+    this.leases.hold(generation, seconds, (error) => {
+      this.leased.delete(generation);
+      if (state.generation !== generation) return;
+      this.logger.warn(
+        `mcp-eventlog: the writer lease of generation ${generation} (SDK stream ${sdkStream}) ` +
+          `was refused (${error.code}); the next message opens a new generation`,
+      );
+      state.broken = true;
+      const pipe = state.pipe;
+      if (pipe?.generation === generation && pipe.error === undefined) pipe.close(error);
+    });
+  }
+
+  private releaseLease(generation: string): void {
+    if (!this.leased.delete(generation)) return;
+    this.leases.release(generation);
+  }
+
+  /** The pipeline of `sdkStream` broke: its stream is spoiled (see `GenerationPipeline`). */
+  private broke(
+    sdkStream: StreamId,
+    state: StreamState,
+    pipe: GenerationPipeline,
+    error: EventLogError,
+  ): void {
+    this.releaseLease(pipe.generation);
+    if (state.pipe === pipe) state.broken = true;
+    if (pipe.lost === 0) return;
+    this.stats.lost += pipe.lost;
+    // Set again (not only flagged) so the mark survives even if the entry was forgotten.
+    this.owners.set(pipe.generation, { sdkStream, broken: true });
+    if (pausesStoring(error)) this.pausedUntil = Date.now() + this.pauseAfterFailureMs;
+    this.logger.warn(
+      `mcp-eventlog: ${pipe.lost} message(s) of SDK stream ${sdkStream} went out and were not ` +
+        `stored (${error.code}: ${error.detail}); a resume from before them is refused`,
+    );
   }
 
   private async append(
@@ -530,20 +765,63 @@ export class EventLogEventStore implements McpEventStore {
     signal: AbortSignal,
     reason: GenerationReason | undefined,
   ): Promise<void> {
-    const generation = await this.client.openGeneration(
-      await this.names.name(this.scope, sdkStream),
-      {
-        reason,
-        producer: this.producer,
-        maxEvents: this.options.maxEvents,
-        ttlSeconds: this.options.ttlSeconds,
-        signal,
-      },
-    );
+    const previous = state.pipe;
+    if (previous !== undefined && previous.error === undefined) {
+      // What the old generation's writer handed out is stored before the new generation
+      // fences it (bounded by the write's deadline).
+      await previous.settle(previous.handed, signal);
+      previous.close(new Superseded(409, Superseded.code, "the store opened a new generation"));
+    }
+    const name = await this.names.name(this.scope, sdkStream);
+    const options = {
+      reason,
+      producer: this.producer,
+      maxEvents: this.options.maxEvents,
+      ttlSeconds: this.options.ttlSeconds,
+      leaseSeconds: this.options.leaseSeconds,
+      pipeline: this.durability === "pipelined" ? this.pipeline : undefined,
+      signal,
+    };
+    let generation: Generation;
+    try {
+      generation = await this.client.openGeneration(name, options);
+    } catch (error) {
+      // A service without writer leases refuses the fields (nothing was opened): such a
+      // service would answer a claim past its tail `invalid`, so this store writes per event.
+      if (!(error instanceof ValidationFailed) || options.pipeline === undefined) throw error;
+      this.logger.warn(
+        `mcp-eventlog: the service does not know pipeline windows (${error.detail}); ` +
+          "storing every message before it is sent (durability per_event)",
+      );
+      this.durability = "per_event";
+      generation = await this.client.openGeneration(name, {
+        ...options,
+        pipeline: undefined,
+        leaseSeconds: undefined,
+      });
+    }
+    if (state.generation !== undefined) this.releaseLease(state.generation);
     state.generation = generation.token;
     state.nextSeq = 1;
     state.broken = false;
+    state.pipe = undefined;
     this.owners.set(generation.token, { sdkStream, broken: false });
+    if (generation.leaseSeconds !== null) {
+      this.leaseLengths.set(generation.token, generation.leaseSeconds);
+    }
+    if (this.durability === "pipelined") {
+      const pipe: GenerationPipeline = new GenerationPipeline(
+        generation.token,
+        (token, events, firstSeq) => this.sendAppend(token, events, { firstSeq }),
+        {
+          window: generation.pipeline > 0 ? generation.pipeline : this.pipeline,
+          giveUpAfterMs: this.options.giveUpAfterMs,
+          onBroken: (broken, error) => this.broke(sdkStream, state, broken, error),
+          onAcknowledged: (acked) => this.leases.renewed(acked.generation),
+        },
+      );
+      state.pipe = pipe;
+    }
   }
 
   /** The id of a message that goes out unstored; spoils its stream (see the class). */
@@ -589,6 +867,18 @@ function messageBytes(events: readonly NewEvent[], limit: number): number {
   if (units * 3 <= limit) return units * 3;
   const encoder = new TextEncoder();
   return events.reduce((sum, event) => sum + encoder.encode(event.data).length, 0);
+}
+
+/** Whether an append was refused because the generation is no longer writable. */
+function fenced(error: EventLogError): boolean {
+  return (
+    error instanceof Superseded || error instanceof TerminalGeneration || error instanceof Abandoned
+  );
+}
+
+function asEventLogError(error: unknown): EventLogError {
+  if (error instanceof EventLogError) return error;
+  return new DeadlineExceeded(0, DeadlineExceeded.code, describe(error), { cause: error });
 }
 
 function tokenOf(eventId: string): string | undefined {

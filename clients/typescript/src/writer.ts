@@ -88,6 +88,7 @@ export type {
   EventPage,
   Generation,
   GenerationReason,
+  LeaseRenewal,
   NewEvent,
   ResumeAnswer,
   StoredEvent,

@@ -276,6 +276,7 @@ for (const { sdk, backend } of PAIRINGS) {
 
       /** The stored messages after `token`, read back through the service. */
       async function storedAfter(token: string): Promise<string[]> {
+        for (const store of mcp?.stores ?? []) assert.ok(await store.flush(), "acknowledged");
         const answer = await log.resume(token);
         assert.equal(answer.verdict, "resume");
         const data = answer.events.map((e) => e.data);
@@ -290,7 +291,8 @@ for (const { sdk, backend } of PAIRINGS) {
       it("stores every message over the channel, one channel for every session", async () => {
         const passed = proxy.upgradesPassed;
         const posted = proxy.count((m, p) => m === "POST" && p.endsWith("/events"));
-        mcp = await McpFixture.start({ baseUrl: proxy.url }, sdk);
+        // Per event: one frame per message (pipelined, frames carry several).
+        mcp = await McpFixture.start({ baseUrl: proxy.url, durability: "per_event" }, sdk);
         session = await connectClient(mcp.url, { sdk });
         const tokens = await call({ run: "a", count: 20 });
         const other = await connectClient(mcp.url, { sdk });
@@ -334,6 +336,7 @@ for (const { sdk, backend } of PAIRINGS) {
         mcp.gate("c:mid").open();
         await running;
         const store = mcp.stores[0];
+        assert.ok(await store?.flush(), "acknowledged"); // pipelined: appends follow the call
         assert.deepEqual([store?.stats.storeFailures, store?.stats.channelFallbacks], [0, 0]);
         assert.equal(proxy.upgradesPassed, opened + 1, "one more channel");
         assert.ok(tokens.every((t) => !t.startsWith(UNSTORED_PREFIX)));
@@ -348,7 +351,11 @@ for (const { sdk, backend } of PAIRINGS) {
       it("a proxy that refuses the upgrade: every message stored over REST, counted, logged once", async () => {
         proxy.upgrades = "refuse";
         const asked = proxy.upgradesAsked;
-        mcp = await McpFixture.start({ baseUrl: proxy.url, retry: QUICK }, sdk);
+        // Per event: one append per message, each counted (pipelined, appends carry several).
+        mcp = await McpFixture.start(
+          { baseUrl: proxy.url, retry: QUICK, durability: "per_event" },
+          sdk,
+        );
         session = await connectClient(mcp.url, { sdk });
         const tokens = await call({ run: "f", count: 10 });
         const store = mcp.stores[0];
@@ -410,6 +417,7 @@ describe("a key at its channel limit (EVENTLOG_CHANNEL_MAX_PER_KEY=1)", () => {
       method: "notifications/message",
       params: { level: "info", data: "over REST" },
     });
+    assert.ok(await store.flush(), "acknowledged"); // pipelined: the append follows the id
     assert.ok(!id.startsWith(UNSTORED_PREFIX), id);
     assert.deepEqual([store.stats.channelFallbacks, store.stats.storeFailures], [1, 0]);
     assert.ok(logbook.has("warn", /too_many_channels.*appending over REST/));
@@ -433,6 +441,7 @@ describe("an idle channel", () => {
       `import { EventLogEventStore } from ${JSON.stringify(index)};\n` +
       `const s = new EventLogEventStore({ baseUrl: ${JSON.stringify(service.url)} });\n` +
       `const id = await s.storeEvent("x", { jsonrpc: "2.0", method: "m", params: {} });\n` +
+      `await s.flush();\n` +
       `console.log(JSON.stringify({ id, opened: s.channel?.counts.opened }));\n`;
     const started = Date.now();
     const child = spawn(process.execPath, ["--input-type=module", "-e", program]);

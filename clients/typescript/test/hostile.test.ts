@@ -259,7 +259,7 @@ describe("an MCP session whose store's append channel is hostile", () => {
   ]) {
     const fallsBack = mode === "ws-redirect" || mode === "ws-refuse";
     const outcome = fallsBack ? "are stored over REST" : "go out unstored, counted and logged";
-    it(`${mode}: the messages ${outcome}, and the session goes on`, async () => {
+    it(`per event, ${mode}: the messages ${outcome}, and the session goes on`, async () => {
       mcp = await McpFixture.start({
         baseUrl: hostile.url(mode),
         retry: NO_RETRY,
@@ -267,6 +267,7 @@ describe("an MCP session whose store's append channel is hostile", () => {
         storeTimeoutMs: 1_000,
         pauseAfterFailureMs: 0,
         maxResponseBytes: CAP,
+        durability: "per_event",
       });
       session = await connectClient(mcp.url);
       const outcome = await session.call("steps", { run: "r", count: 3 });
@@ -287,6 +288,45 @@ describe("an MCP session whose store's append channel is hostile", () => {
         assert.ok((stats?.storeFailures ?? 0) >= 4, `${stats?.storeFailures} failures`);
         assert.equal(stats?.channelFallbacks, 0);
         assert.ok(mcp.logbook.has("warn", /went out unstored/));
+      }
+    });
+
+    const pipelined = fallsBack
+      ? "are stored over REST"
+      : "go out, and their loss is counted and logged";
+    it(`pipelined, ${mode}: the messages ${pipelined}, and the session goes on`, async () => {
+      AppendChannel.closeShared(); // the per-event test's channel (and its logged outage) goes
+      mcp = await McpFixture.start({
+        baseUrl: hostile.url(mode),
+        retry: NO_RETRY,
+        timeoutMs: 1_000,
+        storeTimeoutMs: 1_000,
+        pauseAfterFailureMs: 0,
+        maxResponseBytes: CAP,
+        giveUpAfterMs: 1_000,
+      });
+      session = await connectClient(mcp.url);
+      const outcome = await session.call("steps", { run: "r", count: 3 });
+      assert.deepEqual(outcome, { kind: "result", text: "r done" });
+      assert.deepEqual(session.notes, steps("r", 1, 3));
+      const store = mcp.stores[0];
+      const acknowledged = await store?.flush(15_000);
+      const stats = store?.stats;
+      assert.deepEqual(mcp.transportErrors, []);
+      if (fallsBack) {
+        assert.equal(acknowledged, true);
+        assert.deepEqual([stats?.storeFailures, stats?.lost], [0, 0]);
+        assert.ok((stats?.channelFallbacks ?? 0) >= 1, `${stats?.channelFallbacks} fallbacks`);
+        assert.equal(
+          mcp.logbook.lines.filter((l) => /appending over REST/.test(l.message)).length,
+          1,
+          "logged once",
+        );
+      } else {
+        assert.equal(acknowledged, false, "a hostile channel acknowledged the messages");
+        assert.ok((stats?.lost ?? 0) + (stats?.storeFailures ?? 0) >= 1, JSON.stringify(stats));
+        assert.equal(stats?.channelFallbacks, 0);
+        assert.ok(mcp.logbook.has("warn", /went out and were not stored|went out unstored/));
       }
     });
   }

@@ -14,7 +14,13 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 
-import { EventLogClient, RESUME_REFUSED, ResumeRefused, UNSTORED_PREFIX } from "../src/index.js";
+import {
+  EventLogClient,
+  type EventLogEventStoreOptions,
+  RESUME_REFUSED,
+  ResumeRefused,
+  UNSTORED_PREFIX,
+} from "../src/index.js";
 import {
   type CallOutcome,
   connectClient,
@@ -106,15 +112,20 @@ for (const { server, client: clientSdk, backend } of PAIRINGS) {
         log = new EventLogClient({ baseUrl: service.url });
       });
 
+      const storeOptions = (): EventLogEventStoreOptions => ({
+        baseUrl: proxy.url,
+        retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 50 },
+        pauseAfterFailureMs: 200,
+      });
+
+      /** This test's stores store every message before it is sent (`durability: "per_event"`). */
+      async function perEvent(): Promise<void> {
+        await mcp.close();
+        mcp = await McpFixture.start({ ...storeOptions(), durability: "per_event" }, server);
+      }
+
       beforeEach(async () => {
-        mcp = await McpFixture.start(
-          {
-            baseUrl: proxy.url,
-            retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 50 },
-            pauseAfterFailureMs: 200,
-          },
-          server,
-        );
+        mcp = await McpFixture.start(storeOptions(), server);
       });
 
       afterEach(async () => {
@@ -215,7 +226,8 @@ for (const { server, client: clientSdk, backend } of PAIRINGS) {
         mcp.gate("s:end").open();
       });
 
-      it("a resume across a message the service could not store is refused, never answered with a gap", async () => {
+      it("per event: a resume across a message the service could not store is refused, never answered with a gap", async () => {
+        await perEvent();
         const c = await client();
         const call = callSteps(c, { run: "g", count: 6, pauseAfter: 3, holdResult: true });
         await waitFor(() => c.notes.length === 3, "the first three steps");
@@ -240,7 +252,8 @@ for (const { server, client: clientSdk, backend } of PAIRINGS) {
         mcp.gate("g:end").open();
       });
 
-      it("the service unreachable mid-call: every message still goes out live, and the session keeps serving", async () => {
+      it("per event: the service unreachable mid-call: every message still goes out live, and the session keeps serving", async () => {
+        await perEvent();
         const c = await client();
         const call = callSteps(c, { run: "u", count: 10, pauseAfter: 5 });
         await waitFor(() => c.notes.length === 5, "the first five steps");
@@ -272,6 +285,26 @@ for (const { server, client: clientSdk, backend } of PAIRINGS) {
             later.tokens.length > 0 && later.tokens.every((t) => !t.startsWith(UNSTORED_PREFIX));
         }
         assert.deepEqual(mcp.transportErrors, []);
+      });
+
+      it("pipelined: the service away for a moment mid-call, the store catches up and the resume gets every message once", async () => {
+        const c = await client();
+        const call = callSteps(c, { run: "k", count: 6, pauseAfter: 3, holdResult: true });
+        await waitFor(() => c.notes.length === 3, "the first three steps");
+        c.cutter.holdResumes = new Gate();
+        c.cutter.cut();
+        await waitFor(() => mcp.cutResponses === 1, "the server to see the cut");
+        await proxy.down();
+        mcp.gate("k:mid").open();
+        await waitFor(() => mcp.sent.get("k") === 6, "the tool to send every step");
+        assert.equal(mcp.stores[0]?.stats.storeFailures, 0, "the steps were handed out, not lost");
+        await proxy.up();
+        c.cutter.holdResumes.open();
+        await waitFor(() => mcp.stores[0]?.stats.resumed === 1, "the resume");
+        mcp.gate("k:end").open();
+        assert.deepEqual(await call.outcome, { kind: "result", text: "k done" });
+        assert.deepEqual(c.notes, steps("k", 1, 6));
+        assert.deepEqual([mcp.stores[0]?.mode, mcp.stores[0]?.stats.lost], ["pipelined", 0]);
       });
 
       it("a tampered id on the client's own reconnection: refused without an id, heard in onerror", async () => {

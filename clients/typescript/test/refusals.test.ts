@@ -12,7 +12,12 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 
-import { EventLogClient, type EventLogEventStoreOptions, RESUME_REFUSED } from "../src/index.js";
+import {
+  DEFAULT_PIPELINE,
+  EventLogClient,
+  type EventLogEventStoreOptions,
+  RESUME_REFUSED,
+} from "../src/index.js";
 import {
   type CallOutcome,
   connectClient,
@@ -41,6 +46,8 @@ interface Case {
   /** A second session resumes, not the owner's. */
   readonly otherSession?: boolean;
   readonly store?: EventLogEventStoreOptions;
+  /** The 1.x client's timeout, when the verdict takes longer than `V1_TIMEOUT_MS`. */
+  readonly v1TimeoutMs?: number;
 }
 
 const seqOf = (id: string): number => Number(id.slice(id.lastIndexOf(":") + 1));
@@ -78,7 +85,18 @@ const CASES: readonly Case[] = [
     verdict: "invalid",
     reason: "beyond_tail",
     named: true,
-    claim: async ({ last }) => `${tokenOf(last)}:${seqOf(last) + 50}`,
+    // Past the pipeline window the stores declare: within it, the claim is a lost tail.
+    claim: async ({ last }) => `${tokenOf(last)}:${seqOf(last) + DEFAULT_PIPELINE + 50}`,
+  },
+  {
+    // A claim past the tail, within the pipeline window: an id a pipelined writer may have
+    // shown and not stored. The service waits for the tail to reach it, then resets.
+    verdict: "reset",
+    reason: "lost_tail",
+    named: true,
+    // The service waits EVENTLOG_RESUME_CATCHUP_MS (2 s) for the tail before it answers.
+    v1TimeoutMs: 6_000,
+    claim: async ({ last }) => `${tokenOf(last)}:${seqOf(last) + 3}`,
   },
   {
     verdict: "reset",
@@ -192,7 +210,7 @@ for (const { server, client: clientSdk } of PAIRINGS) {
         const claim = await c.claim(held);
 
         const resumer = await connect(c.otherSession ? undefined : sessionId);
-        const timeout = clientSdk === "v2" ? 60_000 : V1_TIMEOUT_MS;
+        const timeout = clientSdk === "v2" ? 60_000 : (c.v1TimeoutMs ?? V1_TIMEOUT_MS);
         const { ms, value } = await timed(
           resumer.call("steps", { run, count: 6 }, { resumptionToken: claim, timeout }),
         );

@@ -99,6 +99,7 @@ for (const backend of BACKENDS) {
           ids,
           Array.from({ length: 8 }, (_, i) => `${token}:${i + 1}`),
         );
+        assert.ok(await s.flush(), "every message acknowledged");
 
         const view = await log.resume(`${token}:0`);
         assert.equal(view.streamId, `mcp.${s.scope}.${sdkStream}`);
@@ -128,8 +129,9 @@ for (const backend of BACKENDS) {
       });
 
       it("a retried append whose answer was lost is stored once", async () => {
-        // The REST path's faults (the channel's are test/channel.test.ts's).
-        const s = store({ appendTransport: "rest" });
+        // The REST path's faults (the channel's are test/channel.test.ts's), per event: the
+        // retry happens inside the storeEvent that is measured.
+        const s = store({ appendTransport: "rest", durability: "per_event" });
         const first = await s.storeEvent("r", note(1));
         proxy.inject(
           { kind: "lose-answer" },
@@ -150,6 +152,7 @@ for (const backend of BACKENDS) {
         const big = answer(9, "ü✓🙂".repeat(700));
         const priming = await s.storeEvent("big", PRIMING);
         const id = await s.storeEvent("big", big);
+        assert.ok(await s.flush());
         const token = priming.split(":")[0] ?? "";
         const page = await log.page(token);
         const kinds = page.events.map((e) => e.event);
@@ -173,6 +176,7 @@ for (const backend of BACKENDS) {
         const priming = await s.storeEvent("done", PRIMING);
         const first = await s.storeEvent("done", note(1));
         await s.storeEvent("done", answer(7));
+        assert.ok(await s.flush());
         await log.openGeneration(`mcp.${s.scope}.done`, { reason: "reset" });
 
         const { sent, send } = recorder();
@@ -212,6 +216,7 @@ for (const backend of BACKENDS) {
           onerror: (error: Error) => reported.push(error),
         });
         const getId = await s.storeEvent(GET_STREAM, note(1));
+        assert.ok(await s.flush());
         await log.openGeneration(`mcp.${s.scope}.${GET_STREAM}`);
         const refusals = [await anonymousRefusal((send) => s.replayEventsAfter(getId, { send }))];
 
@@ -245,7 +250,9 @@ for (const backend of BACKENDS) {
 
       it("the service unreachable while storing: the message goes out unstored, and no resume crosses it", async () => {
         const logbook = new Logbook();
-        const s = store({ logger: logbook, pauseAfterFailureMs: 60_000 });
+        // Per event: a message is stored before its id goes out (test/pipeline.test.ts has the
+        // pipelined promise).
+        const s = store({ logger: logbook, pauseAfterFailureMs: 60_000, durability: "per_event" });
         const before = await s.storeEvent("u", note(1));
         await s.storeEvent("u", answer(4));
         await proxy.down();
@@ -277,7 +284,11 @@ for (const backend of BACKENDS) {
       });
 
       it("after a failure the next write opens a new generation, and resumes from it work", async () => {
-        const s = store({ pauseAfterFailureMs: 0, appendTransport: "rest" });
+        const s = store({
+          pauseAfterFailureMs: 0,
+          appendTransport: "rest",
+          durability: "per_event",
+        });
         const first = await s.storeEvent("n", note(1));
         proxy.inject(
           { kind: "drop" },
@@ -300,7 +311,8 @@ for (const backend of BACKENDS) {
       });
 
       it("a generation fenced by someone else continues in a new one", async () => {
-        const s = store();
+        // Per event: the next write hears the refusal (pipelined: test/pipeline.test.ts).
+        const s = store({ durability: "per_event" });
         const first = await s.storeEvent("f", note(1));
         await log.openGeneration(`mcp.${s.scope}.f`);
         const second = await s.storeEvent("f", note(2));

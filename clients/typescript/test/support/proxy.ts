@@ -47,6 +47,10 @@ export class FaultyProxy {
   loseChannelAnswers = false;
   /** Bytes the producers sent on tunnelled channels. */
   channelBytesIn = 0;
+  /** While true, what producers send on tunnelled channels is held back (a service that
+   *  reads nothing); `releaseProducerFrames` delivers it, in order. */
+  holdProducerFrames = false;
+  private held: { upstream: Socket; chunk: Buffer }[] = [];
 
   private constructor(
     private readonly target: URL,
@@ -110,6 +114,14 @@ export class FaultyProxy {
     this.channels.clear();
   }
 
+  /** Stop holding producers' bytes back, and deliver what was held, in order. */
+  releaseProducerFrames(): void {
+    this.holdProducerFrames = false;
+    for (const { upstream, chunk } of this.held.splice(0)) {
+      if (!upstream.destroyed) upstream.write(chunk);
+    }
+  }
+
   /** Tunnelled channels open now. */
   get openChannels(): number {
     return this.channels.size;
@@ -145,7 +157,8 @@ export class FaultyProxy {
     };
     socket.on("data", (chunk: Buffer) => {
       this.channelBytesIn += chunk.length;
-      upstream.write(chunk);
+      if (this.holdProducerFrames || this.held.length > 0) this.held.push({ upstream, chunk });
+      else upstream.write(chunk);
     });
     upstream.on("data", (chunk: Buffer) => {
       if (!this.loseChannelAnswers) socket.write(chunk);
