@@ -4,7 +4,8 @@ First issue 11's table (`bench/append_cost.py`: the append against its ceilings,
 interleaved rounds), issue 19's (`bench/channel_cost.py`: the append channel, and the
 PostgreSQL append in one statement, against theirs), then resume and replay by stored
 history on each database, then the peers (the SDK's in-memory store, Redis Streams), the
-live reads, the bus, the TypeScript store over the channel and the gateway.
+live reads, the bus, the TypeScript store over the channel, the gateway, and the
+official Python SDK server with each event store.
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, bus, channel_cost, gateway, live, peers, seed, servers, ts_channel
+from bench import (
+    append_cost,
+    bus,
+    channel_cost,
+    gateway,
+    live,
+    mcp_overhead,
+    peers,
+    seed,
+    servers,
+    ts_channel,
+)
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -196,10 +208,10 @@ def run(plan: Plan) -> Results:
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
         if plan.name == "quick":
-            # CI's smoke run stays short: the TypeScript channel and the gateway suites (about
-            # 1.5 min together) run in the full bench, and alone (`python -m bench.ts_channel
-            # --quick`, `python -m bench.gateway --quick`).
-            say("quick plan: the TypeScript channel and gateway suites run in the full bench")
+            # CI's smoke run stays short: the TypeScript channel, the gateway and the SDK-store
+            # suites run in the full bench, and alone (`python -m bench.ts_channel --quick`,
+            # `python -m bench.gateway --quick`, `python -m bench.mcp_overhead --sdk-calls`).
+            say("quick plan: the TypeScript channel, gateway and SDK-store suites run in full")
         else:
             # Issue 19: the TypeScript store over the append channel (bench/results/ts-channel.*).
             results["ts_channel"] = _timed(
@@ -209,6 +221,11 @@ def run(plan: Plan) -> Results:
             # Issue 18: the gateway against the upstream alone, our store and mcp-persist
             # (bench/results/gateway.md).
             results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)
+            # The official Python SDK server with each event store: pipelined and per-event
+            # `EventLogEventStore` and mcp-persist's SQLite store (bench/results/sdk-stores.md).
+            results["sdk_stores"] = _timed(
+                "sdk_stores", lambda: mcp_overhead.sdk_suite(plan, workdir), timings
+            )
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results
