@@ -125,7 +125,8 @@ class EventLogEventStore(EventStore):
     is alive, however long a tool stays silent (every `lease_seconds` / 3, all of them in
     one burst of lease frames on the channel); when the process dies the service marks
     them abandoned after the lease, and their readers are told. A request stream's lease
-    stops being renewed once its response is stored: a resume of it after the lease is
+    is renewed for `keep_finished_seconds` (300 s) after its response, so a client that
+    lost the response can resume meanwhile; a resume later than that plus the lease is
     answered `reset`/`abandoned` (the client re-issues the request).
 
     Sessions are kept apart by `asgi_app` (see `mcp_eventlog_client.mcp.scope`): every
@@ -165,6 +166,7 @@ class EventLogEventStore(EventStore):
         durability: Durability = "pipelined",
         pipeline: int = DEFAULT_PIPELINE,
         lease_seconds: int | None = None,
+        keep_finished_seconds: float = 300.0,
     ) -> None:
         if durability not in get_args(Durability):
             raise ValueError(f"durability is {durability!r}: one of 'pipelined', 'per_event'")
@@ -173,6 +175,9 @@ class EventLogEventStore(EventStore):
         """Events a stream may run ahead of the service (pipelined mode)."""
         self.lease_seconds = lease_seconds
         """The writer lease each generation is opened with (None: the service's default)."""
+        self.keep_finished_seconds = keep_finished_seconds
+        """Seconds a request stream's lease is still renewed after its response, so a
+        client that lost the response can resume it meanwhile."""
         self._owns_client = client is None
         self.client = (
             client
@@ -217,6 +222,8 @@ class EventLogEventStore(EventStore):
         self._pipelines: OrderedDict[str, GenerationPipeline] = OrderedDict()
         self._lease_seconds = float(lease_seconds or DEFAULT_LEASE_SECONDS)
         self._renewer: asyncio.Task[None] | None = None
+        # Finished request generations whose leases are renewed until then (loop time).
+        self._finished: OrderedDict[str, float] = OrderedDict()
         self.renewals = 0
         """Lease renewals sent (appends renew too; only silent generations are renewed)."""
 
@@ -273,9 +280,11 @@ class EventLogEventStore(EventStore):
         async with stream.lock:
             event_id = await self._store(scope, stream_id, stream, message)
             if _ends_request(stream_id, message) and self._streams.get(key) is stream:
-                # The request's stream is done: its lease is no longer renewed, and its
-                # pipeline is forgotten once acknowledged.
+                # The request's stream is done: its lease is renewed only for
+                # `keep_finished_seconds` more, and its pipeline is forgotten once
+                # acknowledged.
                 del self._streams[key]
+                self._keep_finished(stream)
                 self._forget(stream)
         return event_id
 
@@ -401,6 +410,14 @@ class EventLogEventStore(EventStore):
             self._prune_pipelines()
         self._start_renewer()
 
+    def _keep_finished(self, stream: _Stream) -> None:
+        if stream.generation is None or self.keep_finished_seconds <= 0:
+            return
+        self._finished[stream.generation] = anyio.current_time() + self.keep_finished_seconds
+        self._finished.move_to_end(stream.generation)
+        while len(self._finished) > self._max_streams:
+            self._finished.popitem(last=False)
+
     def _forget(self, stream: _Stream) -> None:
         """No more is handed to the stream's pipeline (it stays until acknowledged)."""
         if stream.pipeline is not None:
@@ -471,6 +488,13 @@ class EventLogEventStore(EventStore):
                 and stream.last_write <= written_before
             ):
                 silent.append(stream.generation)
+        now = anyio.current_time()
+        for token, until in list(self._finished.items()):
+            owner = self._owners.get(token)
+            if until < now or (owner is not None and owner.broken):
+                del self._finished[token]
+            else:
+                silent.append(token)
         self._prune_pipelines()
         if not silent:
             return
