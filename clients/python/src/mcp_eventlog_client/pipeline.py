@@ -122,14 +122,24 @@ class GenerationPipeline:
             )
         if self.error is not None:
             raise self.error
-        handed = _Handed(self.next_seq, tuple(events))
-        self.next_seq += need
-        self._pending.append(handed)
-        if self._flusher is None:
-            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        self._queue(events)
         if alone and not await self.settle(self.handed):
             raise self.error or ServiceUnreachable(0, ServiceUnreachable.code, "not stored")
         return self.handed
+
+    def try_hand(self, events: Sequence[NewEvent]) -> int | None:
+        """`hand` without waiting: the seq of the message's last event when the window has
+        room for it now (and the pipeline is whole), else None (then call `hand`)."""
+        if self.error is not None or self.unacknowledged + len(events) > self.window:
+            return None
+        self._queue(events)
+        return self.handed
+
+    def _queue(self, events: Sequence[NewEvent]) -> None:
+        self._pending.append(_Handed(self.next_seq, tuple(events)))
+        self.next_seq += len(events)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
     async def settle(self, seq: int | None = None, within: float | None = None) -> bool:
         """Wait until every event up to `seq` (default: all handed so far) is acknowledged;
