@@ -232,6 +232,10 @@ async def test_a_flaky_channel_stores_every_message_once_in_order(service: Servi
 
 async def test_an_idle_writer_is_never_abandoned_and_a_gone_one_is(service: Service) -> None:
     store = EventLogEventStore(service.url, lease_seconds=LEASE)
+    store.scopes.bind("session-ended", "ended")
+    with session_scope("ended"):
+        ended = await store.store_event("4", None)
+    store.scopes.unbind("session-ended")  # the session ended: its streams are let go
     with session_scope("idle"):
         first = await store.store_event("9", None)
         token = first.rsplit(":", 1)[0]
@@ -240,13 +244,13 @@ async def test_an_idle_writer_is_never_abandoned_and_a_gone_one_is(service: Serv
         second = await store.store_event("9", note(1))
         await store.settle(token)
     async with EventLogClient(service.url) as log:
-        alive = (await log.resume(second)).verdict
-        stream_id = (await log.resume(second)).stream_id
-        assert stream_id is not None
+        alive = await log.resume(second)
+        let_go = await log.resume(ended)
         await store.aclose()  # the writer is gone: nothing renews its lease now
         await asyncio.sleep(LEASE + SWEEP + 1)
         gone = await log.resume(second)
     assert second.rsplit(":", 1)[0] == token  # the same generation went on
     assert store.renewals >= 2
-    assert alive is Verdict.RESUME
+    assert (alive.verdict, alive.reason) == (Verdict.RESUME, "ok")
+    assert (let_go.verdict, let_go.reason) == (Verdict.RESET, "abandoned")
     assert (gone.verdict, gone.reason) == (Verdict.RESET, "abandoned")

@@ -204,7 +204,7 @@ class EventLogEventStore(EventStore):
         self.failures: Counter[str] = Counter()
         """Failed stores by cause: the service's problem code, `unreachable`, `outage`
         (skipped while the service is down), or `message_too_large`."""
-        self.scopes = SessionScopes(max_sessions)
+        self.scopes = SessionScopes(max_sessions, on_end=self._session_ended)
         self.names = StreamNames()
         # Bounded: a stream that never gets its response (an abandoned GET stream) would
         # otherwise stay forever. A forgotten stream's next write opens a new generation.
@@ -426,6 +426,12 @@ class EventLogEventStore(EventStore):
             self._pipelines[generation.token] = stream.pipeline
             self._prune_pipelines()
         self._start_renewer()
+
+    def _session_ended(self, scope: str) -> None:
+        """A session ended (or was forgotten): its streams' leases are no longer renewed
+        (what they handed out is still stored), and its next messages, if any, start anew."""
+        for key in [key for key in self._streams if key[0] == scope]:
+            self._forget(self._streams.pop(key))
 
     def _keep_finished(self, stream: _Stream) -> None:
         if stream.generation is None or self.keep_finished_seconds <= 0:
