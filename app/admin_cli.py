@@ -129,6 +129,8 @@ def state_of(gen: dict[str, Any]) -> str:
         return "terminal"
     if gen["superseded"]:
         return "superseded"
+    if gen.get("abandoned"):
+        return "abandoned"
     return "live"
 
 
@@ -213,6 +215,10 @@ def render_explain(body: dict[str, Any]) -> str:
                 f"tail {gen['tail_seq']}, {plural(gen['retained_events'], 'event')} kept"
             ),
         ]
+        if gen.get("abandoned_at"):
+            lines.append(
+                printable(f"abandoned at {_time(gen['abandoned_at'])}: its writer's lease ran out")
+            )
     deliver = body.get("would_deliver")
     if deliver:
         lines.append(
@@ -232,7 +238,8 @@ def render_stats(body: dict[str, Any]) -> str:
     lines = [
         f"streams          {body['streams']}",
         f"generations      live {g['live']}, terminal {g['terminal']}, "
-        f"superseded {g['superseded']}, expired {g['expired']}",
+        f"superseded {g['superseded']}, abandoned {g.get('abandoned', 0)}, "
+        f"expired {g['expired']}",
         f"retained events  {body['retained_events']}",
         f"retained bytes   {body['retained_bytes']}",
         "",

@@ -20,6 +20,7 @@ from app.service.audit import DecisionAudit
 from app.service.background import Background
 from app.service.eventlog import EventLogService
 from app.service.fanout import Fanout
+from app.service.leases import Leases
 from app.service.live import LiveReads
 from app.service.observer import Observer, Observers
 from app.service.reading import ReadPath
@@ -53,6 +54,7 @@ class Container:
     admin: AdminService
     audit: DecisionAudit
     retention: RetentionWorker
+    leases: Leases
     fanout: Fanout
     live: LiveReads
     background: Background
@@ -114,7 +116,7 @@ def build(
     observer = Observers((outside, audit))
     reads = ReadPath(database, settings, tracing)
     retention = RetentionWorker(database, settings, observer=observer)
-    eventlog = EventLogService(database, reads, settings, observer)
+    leases = Leases(database, settings, observer)
     fanout = Fanout(
         database.wakeup_sources(),
         observer,
@@ -125,12 +127,15 @@ def build(
         max_bytes_in_flight=settings.max_response_bytes_in_flight,
         max_pages=settings.max_pages_in_flight,
     )
+    eventlog = EventLogService(database, reads, settings, observer, leases=leases, catch_up=fanout)
     background = Background(observer)
     background.add("live-wakeups", fanout.run)
     if settings.decision_log:
         background.add("decision-audit-flusher", audit.run)
     if settings.retention_interval_seconds > 0:
         background.add("retention-worker", retention.run)
+    if settings.lease_sweep_seconds > 0:
+        background.add("lease-sweep", leases.run)
     return Container(
         settings=settings,
         database=database,
@@ -140,6 +145,7 @@ def build(
         admin=AdminService(database, reads, audit, retention),
         audit=audit,
         retention=retention,
+        leases=leases,
         fanout=fanout,
         live=LiveReads(eventlog, reads, fanout, settings, observer),
         background=background,

@@ -11,7 +11,8 @@ The tree, with the code(s) each leaf answers with:
     │   ├── NotFound
     │   │   ├── UnknownGeneration    unknown_generation
     │   │   └── UnknownStream        unknown_stream
-    │   ├── ConflictingBatch         superseded · terminal · expired · seq_conflict · seq_gap
+    │   ├── ConflictingBatch         superseded · terminal · abandoned · expired ·
+    │   │                            seq_conflict · seq_gap (also a lease renewal's refusal)
     │   ├── PageOutOfRange           beyond_tail · expired · evicted
     │   ├── InvalidClaim             malformed_id · unknown_generation · cross_stream ·
     │   │                            beyond_tail (a live read's claim; verdict `invalid`)

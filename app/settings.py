@@ -162,6 +162,28 @@ class Settings(BaseSettings):
         "so is one whose producer does not read an answer for this long.",
     )
 
+    # Writer leases (CONTRACT.md, "Writer leases, pipelined writers and abandoned generations").
+    writer_lease_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=86_400,
+        description="A generation's writer lease when its Open body names none: renewed by "
+        "every append and lease call; run out, the generation is abandoned.",
+    )
+    lease_sweep_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="How often each replica records generations whose lease ran out as "
+        "abandoned; 0: no sweep (appends and resumes still see a lapsed lease).",
+    )
+    resume_catchup_ms: int = Field(
+        default=2_000,
+        ge=0,
+        le=30_000,
+        description="How long a resume within a writer's pipeline window waits for the tail "
+        "to reach the claim before it is reset (`lost_tail`).",
+    )
+
     decision_log: bool = True
     decision_log_max_rows: int = Field(default=100_000, ge=1)
     decision_log_max_age_seconds: int = Field(default=7 * 86_400, ge=1)

@@ -77,7 +77,7 @@ class ExplainRequest(BaseModel):
 class CheckOut(RecordView):
     """One row of the decision table as it was evaluated."""
 
-    row: int
+    row: str = Field(description='The row of the contract\'s table: "1" … "10", "4a", "4b".')
     condition: str
     verdict: Verdict
     reason: Reason
@@ -139,6 +139,7 @@ class GenerationCounts(RecordView):
     live: int
     terminal: int
     superseded: int
+    abandoned: int = Field(description="Open, neither terminal nor superseded: lease ran out.")
     expired: int
 
 

@@ -30,6 +30,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +42,12 @@ from app.api.auth import Keyring, Principal, Scope
 from app.api.deps import ApiState
 from app.api.media import strict_json
 from app.api.problems import problem_code, send_problem
-from app.api.schemas import AppendFrame, AppendResponse
+from app.api.schemas import AppendFrame, AppendResponse, LeaseFrame, LeaseResponse
 from app.domain.append import EventBody
 from app.errors import EventLogError, InvalidRequest, NotAdmitted
 from app.service.eventlog import EventLogService
 from app.settings import Settings
+from app.storage.records import Lease
 
 log = logging.getLogger(__name__)
 
@@ -164,21 +166,37 @@ class Channel:
             raw = strict_json(text)
             if isinstance(raw, dict) and isinstance(raw.get("id"), _SCALARS):
                 frame_id = raw.get("id")
-            frame = AppendFrame.model_validate(raw)
+            if isinstance(raw, dict) and "lease" in raw:
+                lease = LeaseFrame.model_validate(raw)
+            else:
+                frame = AppendFrame.model_validate(raw)
         except EventLogError as refused:
             return _ready(refused_answer(frame_id, refused))
         except ValidationError as invalid:
             return _ready(invalid_answer(frame_id, invalid))
+        if "lease" in raw:
+            if lease.generations is not None:  # renewed together, in one write
+                return self._track(None, self._renew_many(frame_id, lease.generations))
+            assert lease.generation is not None
+            previous = self._last_of.get(lease.generation)
+            return self._track(lease.generation, self._renew(frame_id, lease.generation, previous))
         previous = self._last_of.get(frame.generation)
-        task = asyncio.create_task(self._append(frame_id, frame, previous))
+        return self._track(frame.generation, self._append(frame_id, frame, previous))
+
+    def _track(
+        self, generation: str | None, work: Coroutine[Any, Any, Answer]
+    ) -> asyncio.Task[Answer]:
+        """Run a frame's work; the next frame of `generation` (if any) waits for it."""
+        task = asyncio.create_task(work)
         self._appending.add(task)
-        self._last_of[frame.generation] = task
-        task.add_done_callback(lambda done: self._finished(frame.generation, done))
+        if generation is not None:
+            self._last_of[generation] = task
+        task.add_done_callback(lambda done: self._finished(generation, done))
         return task
 
-    def _finished(self, generation: str, task: asyncio.Task[Answer]) -> None:
+    def _finished(self, generation: str | None, task: asyncio.Task[Answer]) -> None:
         self._appending.discard(task)
-        if self._last_of.get(generation) is task:
+        if generation is not None and self._last_of.get(generation) is task:
             del self._last_of[generation]
 
     async def _append(
@@ -202,6 +220,31 @@ class Channel:
             return {"id": frame_id, **_INTERNAL}
         status = 200 if result.duplicate else 201
         return {"id": frame_id, "status": status, **AppendResponse.of(result).model_dump()}
+
+    async def _renew(
+        self, frame_id: Any, generation: str, previous: asyncio.Task[Answer] | None
+    ) -> Answer:
+        if previous is not None:
+            await asyncio.wait((previous,))
+        try:
+            lease = await self._service.leases.renew(self._tenant, generation)
+        except EventLogError as refused:
+            return refused_answer(frame_id, refused)
+        except Exception:
+            log.exception("a lease renewal over the channel failed")
+            return {"id": frame_id, **_INTERNAL}
+        return {"id": frame_id, "status": 200, **_lease_answer(lease)}
+
+    async def _renew_many(self, frame_id: Any, tokens: list[str]) -> Answer:
+        try:
+            outcomes = await self._service.leases.renew_many(self._tenant, tokens)
+        except EventLogError as refused:  # the write as a whole failed (the database)
+            return refused_answer(frame_id, refused)
+        except Exception:
+            log.exception("a lease renewal over the channel failed")
+            return {"id": frame_id, **_INTERNAL}
+        leases = [_lease_outcome(t, outcome) for t, outcome in zip(tokens, outcomes, strict=True)]
+        return {"id": frame_id, "status": 200, "leases": leases}
 
     # --- answering -------------------------------------------------------------------
 
@@ -246,6 +289,19 @@ class Channel:
     def _reschedule(self) -> None:
         if self._idle is not None:
             self._idle.reschedule(self._deadline())
+
+
+def _lease_answer(lease: Lease) -> Answer:
+    return LeaseResponse.model_validate(lease).model_dump(mode="json")
+
+
+def _lease_outcome(token: str, outcome: Lease | EventLogError) -> Answer:
+    """One generation's part of a many-generation lease frame's answer."""
+    if isinstance(outcome, Lease):
+        return {"status": 200, **_lease_answer(outcome)}
+    refused = refused_answer(None, outcome)
+    del refused["id"]
+    return {"generation": token, **refused}
 
 
 def _ready(answer: Answer) -> asyncio.Future[Answer]:

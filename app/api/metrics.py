@@ -64,6 +64,11 @@ class Metrics(Observer):
             "Unix time the last retention pass that ran in this process ended (0: none yet)",
             registry=r,
         )
+        self.abandoned_generations = Counter(
+            "eventlog_abandoned_generations",
+            "Generations this process recorded as abandoned (their writer's lease ran out)",
+            registry=r,
+        )
         self.expired_generations = Counter(
             "eventlog_expired_generations", "Generations made tombstones", ["why"], registry=r
         )
@@ -131,6 +136,10 @@ class Metrics(Observer):
         self.expired_generations.labels("ttl").inc(report.expired)
         self.expired_generations.labels("cap").inc(report.capped)
         self.purged_events.inc(report.purged_events)
+
+    def abandoned(self, count: int) -> None:
+        """Count generations recorded as abandoned (by this process: each once, anywhere)."""
+        self.abandoned_generations.inc(count)
 
     def audit_dropped(self, count: int) -> None:
         """Count audit entries dropped because the buffer was full."""

@@ -56,6 +56,9 @@ class ProblemCode:
 
 PROBLEM_CODES: Mapping[str, ProblemCode] = MappingProxyType(
     {
+        "abandoned": ProblemCode(
+            409, "the writer's lease ran out and the generation was abandoned (fenced)"
+        ),
         "ambiguous_stream": ProblemCode(
             409, "a stream id several tenants use, asked about without saying which tenant"
         ),

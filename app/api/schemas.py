@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import MAX_SEQ, format_event_id
+from app.service.eventlog import MAX_LEASE_SECONDS, MAX_PIPELINE, MIN_LEASE_SECONDS
 from app.service.reading import Reading
 from app.storage.records import AppendResult, EventPage, GenerationRecord
 from app.text import check_label
@@ -54,6 +55,20 @@ class OpenGenerationRequest(_Request):
     ttl_seconds: int | None = Field(
         default=None, ge=1, description="Seconds after its last write before it expires."
     )
+    lease_seconds: int | None = Field(
+        default=None,
+        ge=MIN_LEASE_SECONDS,
+        le=MAX_LEASE_SECONDS,
+        description="The writer's lease: renewed by every append and lease call; run out, "
+        "the generation is abandoned. Default EVENTLOG_WRITER_LEASE_SECONDS (30).",
+    )
+    pipeline: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_PIPELINE,
+        description="How many events past its acknowledged tail the writer may show a client "
+        "(a resume claim that far past the tail is `lost_tail`, not `beyond_tail`).",
+    )
 
 
 class EventIn(_Request):
@@ -88,6 +103,32 @@ class AppendFrame(AppendRequest):
     generation: Annotated[str, Field(max_length=64)]
 
 
+MAX_LEASE_FRAME_GENERATIONS = 1_000
+"""The most generations one lease frame of the channel renews."""
+
+
+class LeaseFrame(_Request):
+    """A lease frame of the append channel: renew `generation`'s lease, or each of
+    `generations`' (exactly one of the two), as `POST /v1/generations/{g}/lease` would."""
+
+    id: FrameId
+    lease: Literal[True]
+    generation: Annotated[str, Field(max_length=64)] | None = None
+    generations: (
+        Annotated[
+            list[Annotated[str, Field(max_length=64)]],
+            Field(min_length=1, max_length=MAX_LEASE_FRAME_GENERATIONS),
+        ]
+        | None
+    ) = None
+
+    @model_validator(mode="after")
+    def _one_or_many(self) -> LeaseFrame:
+        if (self.generation is None) == (self.generations is None):
+            raise ValueError("a lease frame names `generation` or `generations`, not both")
+        return self
+
+
 class ResumeRequest(_Request):
     """A client's claim to resume after `last_event_id`."""
 
@@ -119,8 +160,26 @@ class Generation(RecordView):
     ttl_seconds: int
     superseded: bool
     expired: bool
+    abandoned: bool
+    abandoned_at: datetime | None = Field(
+        description="When the writer's lease was found run out (null while not abandoned)."
+    )
+    lease_seconds: int
+    lease_expires_at: datetime | None = Field(
+        description="When the writer's lease runs out unless renewed (null: opened before "
+        "leases existed, never abandoned)."
+    )
+    pipeline: int
     created_at: datetime
     supersedes: str | None
+
+
+class LeaseResponse(RecordView):
+    """A generation's writer lease, as a renewal left it."""
+
+    generation: str = Field(validation_alias="token", description="The generation token.")
+    lease_seconds: int
+    lease_expires_at: datetime | None
 
 
 class AppendResponse(BaseModel):
@@ -222,6 +281,9 @@ class PageResponse(BaseModel):
     tail_seq: int
     terminal: bool
     superseded: bool = Field(description="A newer generation fenced this one: no more events.")
+    abandoned: bool = Field(
+        description="The writer's lease ran out: no more events (recorded by the sweep)."
+    )
 
     @classmethod
     def of(cls, gen: GenerationRecord, page: EventPage) -> PageResponse:
@@ -234,6 +296,7 @@ class PageResponse(BaseModel):
             tail_seq=gen.tail_seq,
             terminal=gen.terminal,
             superseded=gen.superseded,
+            abandoned=gen.abandoned,
         )
 
 

@@ -13,6 +13,7 @@ from app.api.schemas import (
     AppendRequest,
     AppendResponse,
     Generation,
+    LeaseResponse,
     OpenGenerationRequest,
     PageResponse,
     ResumeRequest,
@@ -49,8 +50,20 @@ async def open_generation(
         producer=options.producer,
         max_events=options.max_events,
         ttl_seconds=options.ttl_seconds,
+        lease_seconds=options.lease_seconds,
+        pipeline=options.pipeline,
     )
     return Generation.model_validate(record)
+
+
+@router.post("/generations/{generation}/lease", responses=problem_responses(404, 409, 422))
+async def renew_lease(
+    generation: Token, principal: PrincipalDep, service: ServiceDep
+) -> LeaseResponse:
+    """Renew the writer's lease (a writer with nothing to append); refused 409 when the
+    generation is superseded, terminal, abandoned (too late: the lease ran out) or expired."""
+    lease = await service.leases.renew(principal.tenant, generation)
+    return LeaseResponse.model_validate(lease)
 
 
 @router.post(

@@ -16,6 +16,7 @@ class AppendConflict(StrEnum):
 
     SUPERSEDED = "superseded"
     TERMINAL = "terminal"
+    ABANDONED = "abandoned"
     EXPIRED = "expired"
     SEQ_CONFLICT = "seq_conflict"
     SEQ_GAP = "seq_gap"
@@ -48,6 +49,8 @@ class GenerationState:
     terminal: bool
     terminal_seq: int | None = None
     expired: bool = False
+    abandoned: bool = False
+    """Its writer's lease ran out while it was neither terminal nor superseded: fenced."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,18 +100,32 @@ def plan_append(
         return _retry(state, batch, first_seq, terminal, stored)
     if _is_repeated_finish(state, batch, first_seq, terminal):
         return AppendPlan(state.tail_seq + 1, 0, duplicate=True, terminal=True)
-    if not state.current:
-        return NotAppended(AppendConflict.SUPERSEDED, "a newer generation fenced this one")
-    if state.terminal:
-        return NotAppended(AppendConflict.TERMINAL, "the generation is terminal")
-    if state.expired:
-        # Its events were purged by the TTL and every resume of it is reset: an event
-        # stored now could never be delivered, so it is refused rather than acknowledged.
-        return NotAppended(AppendConflict.EXPIRED, "the generation expired; open a new one")
+    refusal = writable(state)
+    if refusal is not None:
+        return refusal
     expected = state.tail_seq + 1
     if first_seq is not None and first_seq != expected:
         return NotAppended(AppendConflict.SEQ_GAP, f"first_seq {first_seq}, expected {expected}")
     return AppendPlan(expected, len(batch), duplicate=False, terminal=terminal)
+
+
+def writable(state: GenerationState) -> NotAppended | None:
+    """Why nothing new may be written to the generation (an append or a lease renewal),
+    or None when its writer may go on."""
+    if not state.current:
+        return NotAppended(AppendConflict.SUPERSEDED, "a newer generation fenced this one")
+    if state.terminal:
+        return NotAppended(AppendConflict.TERMINAL, "the generation is terminal")
+    if state.abandoned:
+        return NotAppended(
+            AppendConflict.ABANDONED,
+            "the writer's lease ran out and the generation was abandoned; open a new one",
+        )
+    if state.expired:
+        # Its events were purged by the TTL and every resume of it is reset: an event
+        # stored now could never be delivered, so it is refused rather than acknowledged.
+        return NotAppended(AppendConflict.EXPIRED, "the generation expired; open a new one")
+    return None
 
 
 def _is_repeated_finish(

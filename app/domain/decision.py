@@ -31,6 +31,8 @@ class Reason(StrEnum):
     UNKNOWN_GENERATION = "unknown_generation"
     CROSS_STREAM = "cross_stream"
     BEYOND_TAIL = "beyond_tail"
+    LOST_TAIL = "lost_tail"
+    ABANDONED = "abandoned"
     SUPERSEDED = "superseded"
     TERMINAL = "terminal"
     EXPIRED = "expired"
@@ -61,19 +63,28 @@ class GenerationFacts(GenerationState):
     state, and which generation of which stream it is.
 
     `contiguous` is whether the retained events after the claimed seq form an unbroken
-    run up to the tail (no eviction hole).
+    run up to the tail (no eviction hole). `pipeline` is how many events past its
+    acknowledged tail the writer declared it may have shown a client (the Open body's).
     """
 
     token: str
     stream_id: str
     contiguous: bool = True
+    pipeline: int = 0
+
+    @property
+    def live(self) -> bool:
+        """Whether the generation can still grow: current, not finished, not abandoned and
+        not purged (a claim within its window may yet be stored)."""
+        return self.current and not self.terminal and not self.abandoned and not self.expired
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
     """One row of the contract's decision table: its place, outcome and condition in words."""
 
-    number: int
+    number: str
+    """Its place in the contract's table: "1" … "10", and "4a", "4b" between 4 and 5."""
     reason: Reason
     verdict: Verdict
     condition: str
@@ -82,26 +93,45 @@ class Row:
 # The table in words: `explain`, the CLI and the README show these (a test checks the
 # README against them); `_predicates` below says what each row means in code.
 DECISION_TABLE: tuple[Row, ...] = (
-    Row(1, Reason.MALFORMED_ID, Verdict.INVALID, "the id is not `<token>:<seq>`"),
+    Row("1", Reason.MALFORMED_ID, Verdict.INVALID, "the id is not `<token>:<seq>`"),
     Row(
-        2,
+        "2",
         Reason.UNKNOWN_GENERATION,
         Verdict.INVALID,
         "no generation has that token (for this tenant)",
     ),
-    Row(3, Reason.CROSS_STREAM, Verdict.INVALID, "the token's stream is not the one asked about"),
-    Row(4, Reason.BEYOND_TAIL, Verdict.INVALID, "seq > the generation's tail"),
-    Row(5, Reason.SUPERSEDED, Verdict.RESET, "the generation was superseded"),
-    Row(6, Reason.TERMINAL, Verdict.RESET, "the generation is terminal (`terminal_resume` policy)"),
-    Row(7, Reason.EXPIRED, Verdict.RESET, "the generation's events were purged by its TTL"),
-    Row(8, Reason.EVICTED, Verdict.RESET, "events after the id were evicted (seq < head - 1)"),
+    Row("3", Reason.CROSS_STREAM, Verdict.INVALID, "the token's stream is not the one asked about"),
     Row(
-        9,
+        "4",
+        Reason.BEYOND_TAIL,
+        Verdict.INVALID,
+        "seq > the tail + the generation's `pipeline` (> `terminal_seq` on a terminal one)",
+    ),
+    Row(
+        "4a",
+        Reason.LOST_TAIL,
+        Verdict.RESET,
+        "seq > the tail (within the window) of a live generation, still after waiting for it",
+    ),
+    Row(
+        "4b",
+        Reason.ABANDONED,
+        Verdict.RESET,
+        "the generation is abandoned (its writer's lease ran out) and still current",
+    ),
+    Row("5", Reason.SUPERSEDED, Verdict.RESET, "the generation was superseded"),
+    Row(
+        "6", Reason.TERMINAL, Verdict.RESET, "the generation is terminal (`terminal_resume` policy)"
+    ),
+    Row("7", Reason.EXPIRED, Verdict.RESET, "the generation's events were purged by its TTL"),
+    Row("8", Reason.EVICTED, Verdict.RESET, "events after the id were evicted (seq < head - 1)"),
+    Row(
+        "9",
         Reason.EVICTION_HOLE,
         Verdict.RESET,
         "the retained events after the id are not contiguous",
     ),
-    Row(10, Reason.OK, Verdict.RESUME, "otherwise"),
+    Row("10", Reason.OK, Verdict.RESUME, "otherwise"),
 )
 
 
@@ -109,7 +139,7 @@ DECISION_TABLE: tuple[Row, ...] = (
 class Check:
     """One row of the decision table as it was evaluated."""
 
-    row: int
+    row: str
     reason: Reason
     verdict: Verdict
     matched: bool
@@ -125,6 +155,11 @@ class Decision:
     detail: str
     claim: EventId | None
     checks: tuple[Check, ...]
+    catch_up: bool = False
+    """Row 4a matched on a generation that is still live: the caller may wait (up to
+    `EVENTLOG_RESUME_CATCHUP_MS` in all) for a change of the stream and decide again with
+    `waited=True`; a caller that does not wait, or whose wait is over, answers this
+    decision (`lost_tail`) as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +174,7 @@ def decide(
     asked_stream: str | None,
     generation: GenerationFacts | None,
     policy: TerminalPolicy = TerminalPolicy.RESET,
+    waited: bool = False,
 ) -> Decision:
     """Decide a resume claim; rows are checked in the contract's order, first match wins.
 
@@ -146,15 +182,20 @@ def decide(
     parsed once by the caller, which needs it to look the generation up. `asked_stream` is
     the stream the caller asked about (None for `/v1/resume`, which takes the stream from
     the token). `generation` is None when no generation has the token; its `contiguous`
-    covers the events a resume would deliver, so it is known before deciding.
+    covers the events a resume would deliver, so it is known before deciding. `waited`:
+    the caller is waiting for the tail to reach the claim (row 4a then matches whatever
+    befell the generation meanwhile: superseded or abandoned, what the writer showed is
+    lost all the same).
     """
-    predicates = _predicates(claim, asked_stream, generation, policy)
+    predicates = _predicates(claim, asked_stream, generation, policy, waited)
     checks: list[Check] = []
     for row, predicate in zip(DECISION_TABLE, predicates, strict=True):
         matched = predicate.applies()
         checks.append(Check(row.number, row.reason, row.verdict, matched, row.condition))
         if matched:
-            return Decision(row.verdict, row.reason, predicate.detail(), claim, tuple(checks))
+            catch_up = row.reason is Reason.LOST_TAIL and generation is not None and generation.live
+            detail = predicate.detail()
+            return Decision(row.verdict, row.reason, detail, claim, tuple(checks), catch_up)
     raise AssertionError("the last row always matches")  # pragma: no cover
 
 
@@ -163,6 +204,7 @@ def _predicates(
     asked: str | None,
     gen: GenerationFacts | None,
     policy: TerminalPolicy,
+    waited: bool,
 ) -> tuple[_Predicate, ...]:
     # One predicate per row of DECISION_TABLE, in its order. Each runs only after every
     # earlier one returned False, so from row 2 on `claim` is set and from row 3 on `gen`
@@ -182,6 +224,13 @@ def _predicates(
         # one that is behind falls through to the retention rows below.
         return policy is TerminalPolicy.RESET or c().seq >= g().tail_seq
 
+    def beyond_window() -> bool:
+        # A terminal generation's last event is its terminal one: nothing was ever shown
+        # after it, so no window applies.
+        if g().terminal:
+            return c().seq > (g().terminal_seq or g().tail_seq)
+        return c().seq > g().tail_seq + g().pipeline
+
     return (
         _Predicate(
             lambda: claim is None,
@@ -196,8 +245,22 @@ def _predicates(
             lambda: "the id belongs to another stream than the one asked about",
         ),
         _Predicate(
-            lambda: c().seq > g().tail_seq,
-            lambda: f"seq {c().seq} is beyond the tail ({g().tail_seq}): never emitted",
+            beyond_window,
+            lambda: (
+                f"seq {c().seq} is beyond the tail ({g().tail_seq}) and the writer's "
+                f"window ({g().pipeline}): never emitted"
+            ),
+        ),
+        _Predicate(
+            lambda: c().seq > g().tail_seq and (g().live or waited),
+            lambda: (
+                f"seq {c().seq} is past the tail ({g().tail_seq}), within the writer's "
+                "window: shown by the writer and not stored"
+            ),
+        ),
+        _Predicate(
+            lambda: g().abandoned and g().current,
+            lambda: "the generation was abandoned (its writer's lease ran out); start over",
         ),
         _Predicate(
             lambda: not g().current,

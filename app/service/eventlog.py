@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
@@ -18,6 +21,8 @@ from app.errors import (
     UnknownStream,
 )
 from app.service.clock import Clock, utc_now
+from app.service.fanout import Watch
+from app.service.leases import Leases
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath
 from app.settings import Settings
@@ -31,6 +36,18 @@ from app.storage.records import (
     StreamRecord,
 )
 
+MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 1, 86_400
+"""The bounds of a generation's `lease_seconds` (the Open body's)."""
+MAX_PIPELINE = 10_000
+"""The most events a writer may declare it runs ahead of its acknowledgements."""
+
+
+class CatchUp(Protocol):
+    """Where a resume that waits for a tail hears of its stream's changes (the live
+    fan-out's watches: the wake-ups long-polls and live readers use)."""
+
+    def watch(self, stream_pk: int) -> AbstractContextManager[Watch]: ...
+
 
 class EventLogService:
     """The writer API's use cases, within one tenant at a time."""
@@ -42,12 +59,17 @@ class EventLogService:
         settings: Settings,
         observer: Observer,
         clock: Clock = utc_now,
+        *,
+        leases: Leases | None = None,
+        catch_up: CatchUp | None = None,
     ) -> None:
         self._database = database
         self._reads = reads
         self._settings = settings
         self._observer = observer
         self._clock = clock
+        self.leases = leases or Leases(database, settings, observer, clock)
+        self._catch_up = catch_up
 
     async def open_generation(
         self,
@@ -58,16 +80,27 @@ class EventLogService:
         producer: str | None = None,
         max_events: int | None = None,
         ttl_seconds: int | None = None,
+        lease_seconds: int | None = None,
+        pipeline: int = 0,
     ) -> GenerationRecord:
-        """Open a new current generation of the stream (creating it), fencing the old one."""
+        """Open a new current generation of the stream (creating it), fencing the old one;
+        its writer holds a lease of `lease_seconds` (default `EVENTLOG_WRITER_LEASE_SECONDS`)
+        and may run `pipeline` events ahead of its acknowledgements."""
         s = self._settings
         max_events = s.default_max_events if max_events is None else max_events
         ttl_seconds = s.default_ttl_seconds if ttl_seconds is None else ttl_seconds
+        lease_seconds = s.writer_lease_seconds if lease_seconds is None else lease_seconds
         if max_events > s.max_events_limit:
             raise InvalidRequest(f"max_events is over the limit ({s.max_events_limit})")
         if ttl_seconds > s.max_ttl_seconds:
             raise InvalidRequest(f"ttl_seconds is over the limit ({s.max_ttl_seconds})")
-        request = NewGeneration(reason, producer, max_events, ttl_seconds)
+        if not MIN_LEASE_SECONDS <= lease_seconds <= MAX_LEASE_SECONDS:
+            raise InvalidRequest(
+                f"lease_seconds must be {MIN_LEASE_SECONDS}..{MAX_LEASE_SECONDS} seconds"
+            )
+        if not 0 <= pipeline <= MAX_PIPELINE:
+            raise InvalidRequest(f"pipeline must be 0..{MAX_PIPELINE} events")
+        request = NewGeneration(reason, producer, max_events, ttl_seconds, lease_seconds, pipeline)
         key, now = StreamKey(tenant, stream_id), self._clock()
 
         def open_in(conn: Connection) -> GenerationRecord:
@@ -97,6 +130,7 @@ class EventLogService:
             result = await self._database.write(append_in, weight=max(1, len(batch)))
         except ConflictingBatch as conflicting:
             self._observer.refused(conflicting.conflict)
+            await self.leases.refused(token, conflicting)
             raise
         self._observer.appended(BatchAcknowledged(result.count, result.duplicate, result.evicted))
         return result
@@ -125,15 +159,42 @@ class EventLogService:
     ) -> Reading:
         """Decide a resume claim and read what the verdict delivers, in one snapshot (a
         live read asks for a smaller page, `max_bytes`)."""
-        reading = await self._reads.decide(
-            last_event_id,
-            tenant=tenant,
-            asked_stream=asked_stream,
-            limit=limit,
-            max_bytes=max_bytes,
-        )
+
+        async def decided(waited: bool) -> Reading:
+            return await self._reads.decide(
+                last_event_id,
+                tenant=tenant,
+                asked_stream=asked_stream,
+                limit=limit,
+                max_bytes=max_bytes,
+                waited=waited,
+            )
+
+        reading = await decided(False)
+        if reading.decision.catch_up:
+            reading = await self._caught_up(reading, decided)
         self._observer.decided(reading.outcome(tenant, last_event_id))
         return reading
+
+    async def _caught_up(
+        self, reading: Reading, decided: Callable[[bool], Awaitable[Reading]]
+    ) -> Reading:
+        """Row 4a: wait up to `EVENTLOG_RESUME_CATCHUP_MS` for the tail to reach the claim,
+        deciding again on every change of the stream, until the decision no longer asks to
+        wait (caught up, or fenced meanwhile: `lost_tail`) or the time is up."""
+        claimed = reading.claimed
+        wait = self._settings.resume_catchup_ms / 1000
+        if self._catch_up is None or claimed is None or wait <= 0:
+            return reading
+        deadline = time.monotonic() + wait
+        with self._catch_up.watch(claimed.stream_pk) as watch:
+            while True:
+                watch.arm()  # before reading: a change during the read rings it
+                reading = await decided(True)
+                remaining = deadline - time.monotonic()
+                if not reading.decision.catch_up or remaining <= 0:
+                    return reading
+                await watch.wait(remaining)
 
     async def page(
         self, tenant: str, token: str, *, after: int, limit: int

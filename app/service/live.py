@@ -15,7 +15,9 @@ Following a generation, each read is judged in this order:
 3. events after the position are retained          → deliver them (a hole: `eviction_hole`)
 4. the generation is terminal and all is delivered → `end`, and the connection closes
 5. the generation was superseded                   → reset `superseded`, then the next one
-6. otherwise                                       → wait for a wake-up (or a heartbeat)
+6. the generation was abandoned (its writer's lease
+   ran out, as the lease sweep recorded)            → reset `abandoned`, then the next one
+7. otherwise                                       → wait for a wake-up (or a heartbeat)
 "The next one" is the stream's current generation from seq 1 when it is newer and still
 whole, otherwise the next generation opened after it, as soon as it is.
 """
@@ -284,6 +286,11 @@ class LiveReads:
         if gen.superseded:
             reset = self._reset(Reason.SUPERSEDED, step, cursor, epoch)
             return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
+        if gen.abandoned:
+            # Only the recorded mark: every replica's readers then agree with the sweep
+            # that recorded it (and are woken by it), whatever their own clocks say.
+            reset = self._reset(Reason.ABANDONED, step, cursor, epoch)
+            return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
         return _Turn(frames, cursor, epoch)
 
     def _reset(self, reason: Reason, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
@@ -372,4 +379,4 @@ class LiveReads:
 
 def _settled(gen: GenerationRecord) -> bool:
     """Nothing more will ever be appended to it."""
-    return gen.terminal or gen.superseded or gen.expired
+    return gen.terminal or gen.superseded or gen.expired or gen.abandoned

@@ -28,6 +28,9 @@ class Observer:
     def retention_ran(self, report: RetentionPass) -> None:
         """A retention pass ended (or was skipped: another replica held the lock)."""
 
+    def abandoned(self, count: int) -> None:
+        """This process recorded `count` generations as abandoned (their lease ran out)."""
+
     def audit_dropped(self, count: int) -> None:
         """Audit entries were dropped (buffer full, or an entry the database refused)."""
 
@@ -68,6 +71,10 @@ class Observers(Observer):
     def retention_ran(self, report: RetentionPass) -> None:
         for observer in self._observers:
             observer.retention_ran(report)
+
+    def abandoned(self, count: int) -> None:
+        for observer in self._observers:
+            observer.abandoned(count)
 
     def audit_dropped(self, count: int) -> None:
         for observer in self._observers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Protocol
 
 from sqlalchemy.engine import Connection
@@ -18,6 +19,7 @@ from app.domain.ids import EventId, parse_event_id
 from app.domain.outcomes import Decided
 from app.domain.paging import PageRefusal, check_page
 from app.errors import PageOutOfRange
+from app.service.clock import Clock, utc_now
 from app.settings import Settings
 from app.storage import events, generations
 from app.storage.database import Database
@@ -64,10 +66,25 @@ class Step:
     current: GenerationRecord | None
 
 
-def facts_of(gen: GenerationRecord, *, contiguous: bool | None = None) -> GenerationFacts:
-    """What the decision needs to know of a stored generation (contiguity: its counters')."""
+def facts_of(
+    gen: GenerationRecord, *, contiguous: bool | None = None, now: datetime | None = None
+) -> GenerationFacts:
+    """What the decision needs to know of a stored generation (contiguity: its counters';
+    with `now`, a lease that ran out by then is abandoned, recorded or not)."""
     facts = gen.facts()
-    return facts if contiguous is None else replace(facts, contiguous=contiguous)
+    if contiguous is not None:
+        facts = replace(facts, contiguous=contiguous)
+    if now is not None and not facts.abandoned and gen.lapsed(now):
+        facts = replace(facts, abandoned=True)
+    return facts
+
+
+@dataclass(frozen=True, slots=True)
+class _When:
+    """When a claim is decided: the clock's time (leases) and whether its caller waits."""
+
+    now: datetime
+    waited: bool
 
 
 class DecisionTracer(Protocol):
@@ -80,9 +97,14 @@ class ReadPath:
     """Decide-and-read and page reads, each one snapshot of the database."""
 
     def __init__(
-        self, database: Database, settings: Settings, tracer: DecisionTracer | None = None
+        self,
+        database: Database,
+        settings: Settings,
+        tracer: DecisionTracer | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         self._database = database
+        self._clock = clock
         self._tracer = tracer  # None (not tracing): not one call more per decision
         self._policy: TerminalPolicy = settings.terminal_resume
         self._max_bytes = settings.max_page_bytes
@@ -95,17 +117,21 @@ class ReadPath:
         asked_stream: str | None,
         limit: int,
         max_bytes: int | None = None,
+        waited: bool = False,
     ) -> Reading:
         """The verdict on a claim and the page it delivers (of at most `max_bytes` of data,
         default `EVENTLOG_MAX_PAGE_BYTES`).
 
         `tenant` None looks the token up across every tenant (an operator's explain);
-        `asked_stream` None takes the stream from the token (`/v1/resume`).
+        `asked_stream` None takes the stream from the token (`/v1/resume`); `waited`: the
+        caller is waiting for the tail to reach the claim (row 4a, `decide`).
         """
+        now = self._clock()
 
         def read(conn: Connection) -> Reading:
+            size = max_bytes or self._max_bytes
             return self._decide_in(
-                conn, last_event_id, tenant, asked_stream, limit, max_bytes or self._max_bytes
+                conn, last_event_id, tenant, asked_stream, limit, size, _When(now, waited)
             )
 
         reading = self._database.read(read)
@@ -166,6 +192,7 @@ class ReadPath:
         asked_stream: str | None,
         limit: int,
         max_bytes: int,
+        when: _When,
     ) -> Reading:
         claim = parse_event_id(last_event_id)  # the one parse of the claim
         gen = None if claim is None else generations.find(conn, claim.token, tenant=tenant)
@@ -177,8 +204,18 @@ class ReadPath:
             else self._deliverable(conn, gen, claim, limit, max_bytes)
         )
         hole = page is not None and not page.contiguous
-        facts = None if gen is None else facts_of(gen, contiguous=gen.contiguous and not hole)
-        decision = decide(claim, asked_stream=asked_stream, generation=facts, policy=self._policy)
+        facts = (
+            None
+            if gen is None
+            else facts_of(gen, contiguous=gen.contiguous and not hole, now=when.now)
+        )
+        decision = decide(
+            claim,
+            asked_stream=asked_stream,
+            generation=facts,
+            policy=self._policy,
+            waited=when.waited,
+        )
         stream_id = asked_stream or (None if gen is None else gen.stream_id)
         if decision.verdict is Verdict.RESUME:
             assert page is not None, "a resumable claim's page is read before deciding"
@@ -195,8 +232,8 @@ class ReadPath:
     ) -> EventPage | None:
         """The page after the claim when a resume could deliver it: the generation is
         current, not purged and without a hole by its counters, and the claimed seq lies in
-        its retained run. Every claim the table resumes is one of these (rows 4, 5, 7, 8 and
-        9 answer the others), so a resume always has its page, and no other claim is read
+        its retained run. Every claim the table resumes is one of these (rows 4 to 5, 7, 8
+        and 9 answer the others), so a resume always has its page, and no other claim is read
         for a page it cannot get."""
         in_run = gen.head_seq - 1 <= claim.seq <= gen.tail_seq
         if gen.current and not gen.expired and gen.contiguous and in_run:

@@ -55,7 +55,7 @@ def append(
         return fast
     gen = generations.get(conn, token, tenant=tenant, lock=True)
     generations.remember(gen)
-    state = gen.state()
+    state = generations.state_at(gen, now)
     claimed = overlap(state, first_seq, len(bodies))
     stored = _bodies(conn, gen.pk, claimed) if claimed else {}
     plan = plan_append(state, bodies, first_seq=first_seq, terminal=terminal, stored=stored)
@@ -86,7 +86,8 @@ def _append_at_tail(
     if known is None or not batch.bodies:
         return None
     expires_at = now + timedelta(seconds=known.ttl_seconds)
-    at = AtTail(known.pk, token, batch, first_seq, terminal, now, expires_at)
+    lease_expires_at = now + timedelta(seconds=known.lease_seconds)
+    at = AtTail(known.pk, token, batch, first_seq, terminal, now, expires_at, lease_expires_at)
     row = dialect_of(conn).append_at_tail(conn, at)
     if row is None:
         return None
@@ -140,6 +141,8 @@ def _advance(
         "last_append_at": now,
         "expires_at": now + timedelta(seconds=gen.ttl_seconds),
     }
+    if gen.lease_expires_at is not None:  # renewed by every append (none before leases)
+        values["lease_expires_at"] = now + timedelta(seconds=gen.lease_seconds)
     if terminal:
         values |= {"terminal": True, "terminal_seq": tail, "terminal_at": now}
     generations.update_generation(conn, gen.pk, values)

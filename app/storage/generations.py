@@ -9,18 +9,19 @@ rows, an operator (tenant None) every tenant's.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Select, case, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection, RowMapping
 
+from app.domain.append import GenerationState, writable
 from app.domain.ids import StreamKey, new_token
-from app.errors import UnknownGeneration
+from app.errors import ConflictingBatch, UnknownGeneration
 from app.storage.changes import touched
 from app.storage.dialect import dialect_of
-from app.storage.records import GenerationRecord, StreamRecord, Totals
+from app.storage.records import Abandoned, GenerationRecord, Lease, StreamRecord, Totals
 from app.storage.schema import generations, streams
 
 
@@ -32,6 +33,8 @@ class NewGeneration:
     producer: str | None
     max_events: int
     ttl_seconds: int
+    lease_seconds: int = 30
+    pipeline: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class Known:
     stream_id: str
     tenant: str
     ttl_seconds: int
+    lease_seconds: int
 
     def record(self, row: RowMapping) -> GenerationRecord:
         """The record from a `generations` row (RETURNING) and these facts of its stream."""
@@ -61,7 +65,9 @@ def remember(gen: GenerationRecord) -> None:
     """Keep `gen`'s immutable facts for later appends to it."""
     if len(_KNOWN) >= _KNOWN_MAX:
         _KNOWN.clear()
-    _KNOWN[gen.token] = Known(gen.pk, gen.stream_pk, gen.stream_id, gen.tenant, gen.ttl_seconds)
+    _KNOWN[gen.token] = Known(
+        gen.pk, gen.stream_pk, gen.stream_id, gen.tenant, gen.ttl_seconds, gen.lease_seconds
+    )
 
 
 def remembered(token: str, tenant: str) -> Known | None:
@@ -180,6 +186,7 @@ def totals(conn: Connection) -> Totals:
         (g.expired_at.is_not(None), "expired"),
         (g.terminal, "terminal"),
         (g.superseded_at.is_not(None), "superseded"),
+        (g.abandoned_at.is_not(None), "abandoned"),
         else_="live",
     )
     stream_count = conn.execute(select(func.count()).select_from(streams)).scalar()
@@ -198,6 +205,7 @@ def totals(conn: Connection) -> Totals:
         terminal=by_state.get("terminal", 0),
         superseded=by_state.get("superseded", 0),
         expired=by_state.get("expired", 0),
+        abandoned=by_state.get("abandoned", 0),
         retained_events=int(sums[0]),
         retained_bytes=int(sums[1]),
     )
@@ -207,7 +215,8 @@ def signatures(conn: Connection, stream_pks: Iterable[int]) -> dict[int, tuple[i
     """Per stream, numbers that change whenever any of its generations changes.
 
     Tails and heads only grow and every state mark only appears, so a sum or a count of
-    them moves on every append, eviction, terminal mark, supersede and tombstone (the
+    them moves on every append, eviction, terminal mark, supersede, abandonment and
+    tombstone (the
     SQLite poller narrows a change of the file down to the streams it moved).
     """
     g = generations.c
@@ -220,6 +229,7 @@ def signatures(conn: Connection, stream_pks: Iterable[int]) -> dict[int, tuple[i
             func.count(g.terminal_at),
             func.count(g.superseded_at),
             func.count(g.expired_at),
+            func.count(g.abandoned_at),
         )
         .where(g.stream_pk.in_(list(stream_pks)))
         .group_by(g.stream_pk)
@@ -270,6 +280,9 @@ def open_generation(
             created_at=now,
             last_append_at=now,
             expires_at=now + timedelta(seconds=request.ttl_seconds),
+            lease_seconds=request.lease_seconds,
+            lease_expires_at=now + timedelta(seconds=request.lease_seconds),
+            pipeline=request.pipeline,
         )
     )
     conn.execute(
@@ -310,3 +323,65 @@ def terminate(conn: Connection, token: str, now: datetime) -> GenerationRecord:
     )
     touched(conn, gen.stream_pk)
     return get(conn, token)
+
+
+def renew_lease(conn: Connection, token: str, *, tenant: str, now: datetime) -> Lease:
+    """Renew a generation's writer lease to `now` + its `lease_seconds`.
+
+    Refused (`ConflictingBatch`, before anything is written) when the generation is
+    superseded, terminal, abandoned (its lease already ran out: a renewal comes too late)
+    or expired, exactly as an append to it would be. A generation opened before leases
+    existed keeps having none.
+    """
+    gen = get(conn, token, tenant=tenant, lock=True)
+    refusal = writable(state_at(gen, now))
+    if refusal is not None:
+        raise ConflictingBatch(refusal.conflict, refusal.detail)
+    if gen.lease_expires_at is None:
+        return Lease(gen.token, gen.lease_seconds, None)
+    expires = now + timedelta(seconds=gen.lease_seconds)
+    update_generation(conn, gen.pk, {"lease_expires_at": expires})
+    return Lease(gen.token, gen.lease_seconds, expires)
+
+
+def state_at(gen: GenerationRecord, now: datetime) -> GenerationState:
+    """What the append rules see of `gen` at `now`: a lapsed lease is abandoned already,
+    whether or not the sweep has recorded it (a writer's clock, not the sweep's timing,
+    decides when it was too late)."""
+    return replace(gen.state(), abandoned=gen.lapsed(now))
+
+
+# What makes a generation abandoned: open (neither terminal, superseded nor expired), not
+# yet recorded, and its lease ran out. The one guard of every recording, so that however
+# many replicas and appends notice at once, the first UPDATE records it and every other
+# one matches nothing (PostgreSQL re-checks the guard on the row it waited for).
+def _lapsed_guard(now: datetime) -> tuple[Any, ...]:
+    g = generations.c
+    return (
+        g.abandoned_at.is_(None),
+        g.terminal.is_(False),
+        g.superseded_at.is_(None),
+        g.expired_at.is_(None),
+        g.lease_expires_at < now,
+    )
+
+
+def abandon_lapsed(
+    conn: Connection, now: datetime, *, token: str | None = None, limit: int = 500
+) -> list[Abandoned]:
+    """Record as abandoned (at `now`) up to `limit` generations whose lease ran out (only
+    `token`'s, when given): one guarded UPDATE, which wakes their streams' readers."""
+    g = generations.c
+    due = select(g.id).where(*_lapsed_guard(now)).limit(limit)
+    if token is not None:
+        due = due.where(g.token == token)
+    result = conn.execute(
+        update(generations)
+        .where(g.id.in_(due.scalar_subquery()), *_lapsed_guard(now))
+        .values(abandoned_at=now)
+        .returning(g.id, g.stream_pk, g.token)
+    )
+    recorded = [Abandoned(row.id, row.stream_pk, row.token) for row in result]
+    for gen in recorded:
+        touched(conn, gen.stream_pk)
+    return recorded

@@ -319,5 +319,5 @@ def _one_statement(checked_seq: bool, terminal: bool) -> Any:
     return select(*moved.c).select_from(moved.join(told, true())).add_cte(stored.cte("stored"))
 
 
-_EPOCH = (datetime.fromtimestamp(0, UTC), datetime.fromtimestamp(0, UTC))
+_EPOCH = (datetime.fromtimestamp(0, UTC),) * 3
 _ONE_STATEMENT = {(c, t): _one_statement(c, t) for c in (False, True) for t in (False, True)}

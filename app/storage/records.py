@@ -44,6 +44,10 @@ class GenerationRecord:
     terminal_at: datetime | None
     superseded_at: datetime | None
     expired_at: datetime | None
+    lease_seconds: int = 30
+    lease_expires_at: datetime | None = None
+    pipeline: int = 0
+    abandoned_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> GenerationRecord:
@@ -64,6 +68,21 @@ class GenerationRecord:
     def expired(self) -> bool:
         """Whether the TTL purged its events (only the tombstone is left)."""
         return self.expired_at is not None
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether its writer's lease ran out and that was recorded (it is fenced)."""
+        return self.abandoned_at is not None
+
+    def lapsed(self, now: datetime) -> bool:
+        """Whether it is abandoned as of `now`: recorded so, or its lease ran out while it
+        was neither terminal, superseded nor expired (the sweep has not recorded it yet).
+        A generation without a lease (opened before leases existed) never lapses."""
+        if self.abandoned:
+            return True
+        lease = self.lease_expires_at
+        open_ = not self.terminal and self.current and not self.expired
+        return open_ and lease is not None and lease < now
 
     @property
     def contiguous(self) -> bool:
@@ -161,6 +180,26 @@ class Totals:
     expired: int
     retained_events: int
     retained_bytes: int
+    abandoned: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A generation's writer lease as a renewal left it."""
+
+    token: str
+    lease_seconds: int
+    lease_expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """A generation the lease sweep (or an append that met its lapsed lease) just recorded
+    as abandoned."""
+
+    pk: int
+    stream_pk: int
+    token: str
 
 
 @dataclass(frozen=True, slots=True)

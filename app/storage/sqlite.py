@@ -127,6 +127,7 @@ class SqliteDialect(Dialect):
         params = at.params()
         params["b_now"] = statements.stamp(params["b_now"])
         params["b_expires_at"] = statements.stamp(params["b_expires_at"])
+        params["b_lease_expires_at"] = statements.stamp(params["b_lease_expires_at"])
         cursor = driver.cursor()
         try:
             row = _run(conn, cursor, update.sql, update.values(params)).fetchone()

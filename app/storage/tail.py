@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import bindparam, case, insert, or_, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql.dml import ReturningUpdate
 
@@ -86,6 +86,8 @@ class AtTail:
     now: datetime
     expires_at: datetime
     """The generation's new expiry (its TTL from `now`)."""
+    lease_expires_at: datetime
+    """Its writer's lease, renewed by the append (its `lease_seconds` from `now`)."""
 
     def params(self) -> dict[str, Any]:
         """The bind parameters of the guarded `UPDATE` (`b_…`: not a column's name)."""
@@ -96,6 +98,7 @@ class AtTail:
             "b_nbytes": self.batch.nbytes,
             "b_now": self.now,
             "b_expires_at": self.expires_at,
+            "b_lease_expires_at": self.lease_expires_at,
             "b_prev": None if self.first_seq is None else self.first_seq - 1,
         }
 
@@ -109,6 +112,10 @@ _APPENDABLE = (
     _g.c.expired_at.is_(None),
     _g.c.terminal.is_(False),
     _g.c.tail_seq + bindparam("b_n") - _g.c.head_seq < _g.c.max_events,
+    # Not abandoned, recorded or not: a lease that ran out before this append is the
+    # full path's refusal (`abandoned`), never renewed by it.
+    _g.c.abandoned_at.is_(None),
+    or_(_g.c.lease_expires_at.is_(None), _g.c.lease_expires_at >= bindparam("b_now")),
 )
 _TAIL_VALUES = {
     "tail_seq": _g.c.tail_seq + bindparam("b_n"),
@@ -116,6 +123,11 @@ _TAIL_VALUES = {
     "retained_bytes": _g.c.retained_bytes + bindparam("b_nbytes"),
     "last_append_at": bindparam("b_now"),
     "expires_at": bindparam("b_expires_at"),
+    # Renewed in the same statement; a generation opened before leases existed has none.
+    "lease_expires_at": case(
+        (_g.c.lease_expires_at.is_(None), None),
+        else_=bindparam("b_lease_expires_at", type_=schema.UtcDateTime()),
+    ),
 }
 _TERMINAL_VALUES = {
     "terminal": True,

@@ -185,11 +185,13 @@ async def test_explain_a_reset_shows_every_check(
     assert (answer["verdict"], answer["reason"]) == ("reset", "superseded")
     assert answer["discard_client_state"] is True
     assert [(c["row"], c["reason"], c["matched"]) for c in answer["checks"]] == [
-        (1, "malformed_id", False),
-        (2, "unknown_generation", False),
-        (3, "cross_stream", False),
-        (4, "beyond_tail", False),
-        (5, "superseded", True),
+        ("1", "malformed_id", False),
+        ("2", "unknown_generation", False),
+        ("3", "cross_stream", False),
+        ("4", "beyond_tail", False),
+        ("4a", "lost_tail", False),
+        ("4b", "abandoned", False),
+        ("5", "superseded", True),
     ]
     assert answer["generation"]["generation"] == old
     assert answer["would_deliver"] == {"generation": new, "after": 0, "events": 1}
@@ -304,7 +306,13 @@ async def test_stats(admin: httpx.AsyncClient, writer: httpx.AsyncClient, keyed:
     await resume(writer, "s1", f"{old}:2")
     stats = await ok(await admin.get("/admin/v1/stats"))
     assert stats["streams"] == 3
-    assert stats["generations"] == {"live": 1, "terminal": 1, "superseded": 1, "expired": 1}
+    assert stats["generations"] == {
+        "live": 1,
+        "terminal": 1,
+        "superseded": 1,
+        "abandoned": 0,
+        "expired": 1,
+    }
     assert (stats["retained_events"], stats["retained_bytes"]) == (4, 6)
     assert stats["verdicts"] == [{"verdict": "reset", "reason": "superseded", "count": 2}]
 

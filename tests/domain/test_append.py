@@ -19,6 +19,9 @@ STORED = {3: A, 4: B, 5: C}
 OPEN = GenerationState(head_seq=3, tail_seq=5, current=True, terminal=False, terminal_seq=None)
 DONE = GenerationState(head_seq=3, tail_seq=5, current=True, terminal=True, terminal_seq=5)
 FENCED = GenerationState(head_seq=3, tail_seq=5, current=False, terminal=False, terminal_seq=None)
+ABANDONED = GenerationState(
+    head_seq=3, tail_seq=5, current=True, terminal=False, terminal_seq=None, abandoned=True
+)
 EXPIRED = GenerationState(
     head_seq=6, tail_seq=5, current=True, terminal=False, terminal_seq=None, expired=True
 )
@@ -46,6 +49,7 @@ def plan(
         (DONE, [A], 3, False, AppendPlan(3, 1, duplicate=True, terminal=False)),
         (DONE, [], 6, True, AppendPlan(6, 0, duplicate=True, terminal=True)),
         (FENCED, [A, B], 3, False, AppendPlan(3, 2, duplicate=True, terminal=False)),
+        (ABANDONED, [B, C], 4, False, AppendPlan(4, 2, duplicate=True, terminal=False)),
     ],
     ids=[
         "assigned",
@@ -57,6 +61,7 @@ def plan(
         "retry before terminal",
         "repeated finish",
         "retry after fencing",
+        "retry after abandonment",
     ],
 )
 def test_accepted(
@@ -78,6 +83,9 @@ def test_accepted(
         (DONE, [A], None, False, AppendConflict.TERMINAL),
         (DONE, [A], 6, False, AppendConflict.TERMINAL),
         (DONE, [], None, True, AppendConflict.TERMINAL),
+        (ABANDONED, [A], None, False, AppendConflict.ABANDONED),
+        (ABANDONED, [A], 6, False, AppendConflict.ABANDONED),
+        (ABANDONED, [], None, True, AppendConflict.ABANDONED),
         (EXPIRED, [A], None, False, AppendConflict.EXPIRED),
         (EXPIRED, [A], 6, False, AppendConflict.EXPIRED),
         (EXPIRED, [], None, True, AppendConflict.EXPIRED),
@@ -96,6 +104,9 @@ def test_accepted(
         "finished",
         "finished, next seq",
         "finished, empty terminal without first_seq",
+        "abandoned",
+        "abandoned, next seq",
+        "abandoned, empty terminal",
         "expired",
         "expired, next seq",
         "expired, empty terminal",

@@ -27,7 +27,9 @@ LIVE = GenerationFacts(
     contiguous=True,
 )
 EVICTED = replace(LIVE, head_seq=6)  # events 1..5 were evicted
-FINISHED = replace(LIVE, terminal=True)
+FINISHED = replace(LIVE, terminal=True, terminal_seq=10)
+PIPELINED = replace(LIVE, pipeline=5)  # the writer may have shown seqs 11..15 unstored
+ABANDONED = replace(PIPELINED, abandoned=True)
 RESET, REPLAY = TerminalPolicy.RESET, TerminalPolicy.REPLAY
 
 # (case, last_event_id, asked_stream, facts, policy, verdict, reason)
@@ -86,6 +88,92 @@ TABLE = [
         RESET,
         Verdict.INVALID,
         Reason.BEYOND_TAIL,
+    ),
+    # row 4 with a pipeline window: beyond tail + pipeline only
+    (
+        "beyond the window",
+        f"{TOKEN}:16",
+        "s1",
+        PIPELINED,
+        RESET,
+        Verdict.INVALID,
+        Reason.BEYOND_TAIL,
+    ),
+    (
+        "terminal: no window past terminal_seq",
+        f"{TOKEN}:11",
+        "s1",
+        replace(FINISHED, pipeline=5),
+        RESET,
+        Verdict.INVALID,
+        Reason.BEYOND_TAIL,
+    ),
+    (
+        "beyond the window of an abandoned one",
+        f"{TOKEN}:16",
+        "s1",
+        ABANDONED,
+        RESET,
+        Verdict.INVALID,
+        Reason.BEYOND_TAIL,
+    ),
+    # row 4a: within the window of a live generation
+    ("within the window", f"{TOKEN}:11", "s1", PIPELINED, RESET, Verdict.RESET, Reason.LOST_TAIL),
+    (
+        "at the window's edge",
+        f"{TOKEN}:15",
+        None,
+        PIPELINED,
+        RESET,
+        Verdict.RESET,
+        Reason.LOST_TAIL,
+    ),
+    # row 4b: abandoned and still current
+    (
+        "abandoned, within the window",
+        f"{TOKEN}:12",
+        "s1",
+        ABANDONED,
+        RESET,
+        Verdict.RESET,
+        Reason.ABANDONED,
+    ),
+    ("abandoned, at tail", f"{TOKEN}:10", "s1", ABANDONED, RESET, Verdict.RESET, Reason.ABANDONED),
+    (
+        "abandoned beats expired",
+        f"{TOKEN}:3",
+        "s1",
+        replace(ABANDONED, expired=True),
+        RESET,
+        Verdict.RESET,
+        Reason.ABANDONED,
+    ),
+    (
+        "abandoned then superseded: row 5",
+        f"{TOKEN}:12",
+        "s1",
+        replace(ABANDONED, current=False),
+        RESET,
+        Verdict.RESET,
+        Reason.SUPERSEDED,
+    ),
+    (
+        "within the window, superseded: row 5",
+        f"{TOKEN}:12",
+        "s1",
+        replace(PIPELINED, current=False),
+        RESET,
+        Verdict.RESET,
+        Reason.SUPERSEDED,
+    ),
+    (
+        "within the window, expired: row 7",
+        f"{TOKEN}:12",
+        "s1",
+        replace(PIPELINED, expired=True),
+        RESET,
+        Verdict.RESET,
+        Reason.EXPIRED,
     ),
     # row 5: superseded
     (
@@ -240,9 +328,54 @@ def test_every_reason_is_covered_by_the_table() -> None:
 
 def test_checks_record_the_rows_in_order_up_to_the_match() -> None:
     decision = decide(parse_event_id(f"{TOKEN}:4"), asked_stream="s1", generation=EVICTED)
-    assert [c.row for c in decision.checks] == list(range(1, 9))
-    assert [c.matched for c in decision.checks] == [False] * 7 + [True]
+    assert [c.row for c in decision.checks] == ["1", "2", "3", "4", "4a", "4b", "5", "6", "7", "8"]
+    assert [c.matched for c in decision.checks] == [False] * 9 + [True]
     assert decision.checks[-1].reason is Reason.EVICTED
+
+
+def test_a_claim_within_the_window_asks_to_catch_up() -> None:
+    claim = parse_event_id(f"{TOKEN}:12")
+    first = decide(claim, asked_stream="s1", generation=PIPELINED)
+    assert (first.verdict, first.reason, first.catch_up) == (
+        Verdict.RESET,
+        Reason.LOST_TAIL,
+        True,
+    )
+    # Still short and still live while waiting: wait on (or answer lost_tail at the end).
+    again = decide(claim, asked_stream="s1", generation=PIPELINED, waited=True)
+    assert (again.reason, again.catch_up) == (Reason.LOST_TAIL, True)
+    # The tail reached the claim: the table again, from row 4a on.
+    caught_up = decide(
+        claim, asked_stream="s1", generation=replace(PIPELINED, tail_seq=12), waited=True
+    )
+    assert (caught_up.verdict, caught_up.catch_up) == (Verdict.RESUME, False)
+
+
+@pytest.mark.parametrize(
+    "meanwhile",
+    [
+        replace(PIPELINED, current=False),
+        ABANDONED,
+        replace(PIPELINED, expired=True),
+    ],
+    ids=["superseded", "abandoned", "expired"],
+)
+def test_fenced_while_waiting_is_lost_tail(meanwhile: GenerationFacts) -> None:
+    claim = parse_event_id(f"{TOKEN}:12")
+    decision = decide(claim, asked_stream="s1", generation=meanwhile, waited=True)
+    assert (decision.verdict, decision.reason, decision.catch_up) == (
+        Verdict.RESET,
+        Reason.LOST_TAIL,
+        False,
+    )
+
+
+def test_no_other_row_asks_to_catch_up() -> None:
+    for _case, last_event_id, asked, facts, policy, _verdict, reason in TABLE:
+        decision = decide(
+            parse_event_id(last_event_id), asked_stream=asked, generation=facts, policy=policy
+        )
+        assert decision.catch_up is (reason is Reason.LOST_TAIL)
 
 
 def test_a_parsed_claim_is_returned() -> None:

@@ -173,7 +173,8 @@ def sqlite_writer(tmp_path: Any) -> Any:
 
 def _at(first_seq: int | None = None) -> Any:
     batch = Batch.of([EventBody("é", "message"), EventBody("b", None)])
-    return AtTail(1, "tok", batch, first_seq, True, T0, T0 + timedelta(seconds=60))
+    later = T0 + timedelta(seconds=60)
+    return AtTail(1, "tok", batch, first_seq, True, T0, later, T0 + timedelta(seconds=30))
 
 
 def test_sqlite_runs_the_shared_statements_on_the_driver_with_the_engines_types(

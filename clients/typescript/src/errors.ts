@@ -69,6 +69,12 @@ export class TerminalGeneration extends ServiceRefusal {
   static override readonly statuses = [409];
 }
 
+/** 409: the writer's lease ran out and the generation was abandoned; it is fenced. */
+export class Abandoned extends ServiceRefusal {
+  static override readonly code = "abandoned";
+  static override readonly statuses = [409];
+}
+
 /** 409: the batch overlaps stored events with different content (or unverifiable ones). */
 export class SeqConflict extends ServiceRefusal {
   static override readonly code = "seq_conflict";
@@ -371,6 +377,7 @@ const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(
   [
     Superseded,
     TerminalGeneration,
+    Abandoned,
     SeqConflict,
     SeqGap,
     BeyondTail,

@@ -28,6 +28,7 @@ export {
   type ServiceRequest,
 } from "./connection.js";
 export {
+  Abandoned,
   AmbiguousStream,
   BackgroundTaskDown,
   BadRequest,

@@ -56,6 +56,7 @@ export function state(g) {
   if (g.expired) return 'expired';
   if (g.terminal) return 'terminal';
   if (g.superseded) return 'superseded';
+  if (g.abandoned) return 'abandoned';
   return 'live';
 }
 
@@ -63,6 +64,7 @@ export const STATE_HELP = {
   live: 'the stream’s current generation, still being written',
   terminal: 'finished: its last event is the terminal one',
   superseded: 'a newer generation replaced it; its appends are fenced',
+  abandoned: 'its writer’s lease ran out before it finished; its appends are fenced and resumes reset',
   expired: 'a tombstone: its events were purged, its token still answers reset/expired',
 };
 
@@ -83,6 +85,8 @@ export const REASONS = [
   ['reset', 'expired', '#fcc419'],
   ['reset', 'evicted', '#e8590c'],
   ['reset', 'eviction_hole', '#a63c06'],
+  ['reset', 'lost_tail', '#d9480f'],
+  ['reset', 'abandoned', '#ff922b'],
   ['invalid', 'malformed_id', '#c92a2a'],
   ['invalid', 'unknown_generation', '#f03e3e'],
   ['invalid', 'cross_stream', '#a61e4d'],

@@ -17,7 +17,7 @@ const ROW = 56;
 const BAR = 16;
 const TOP = 34;
 
-export const STATE_FILL = { live: '#1c7ed6', terminal: '#5f3dc4', superseded: '#868e96', expired: 'none' };
+export const STATE_FILL = { live: '#1c7ed6', terminal: '#5f3dc4', superseded: '#868e96', abandoned: '#e8590c', expired: 'none' };
 
 export function timeline(generations, { onOpen, shown = null }) {
   const maxTail = Math.max(1, ...generations.map((g) => g.tail_seq));
@@ -195,6 +195,7 @@ function card(g, all) {
       ['retained', g.expired ? 'none (tombstone)' : `${num(g.retained_events)} events, ${bytes(g.retained_bytes)}`],
       hasHole(g) ? ['hole', 'retained events are not contiguous'] : null,
       g.terminal ? ['terminal', `at seq ${num(g.terminal_seq)}, ${time(g.terminal_at)}`] : null,
+      g.abandoned ? ['abandoned', `${time(g.abandoned_at)} (writer’s lease ran out)`] : null,
       g.superseded ? ['superseded', `${time(g.superseded_at)}${successor ? ` by #${successor.epoch} (${successor.reason})` : ''}`] : null,
       g.expired ? ['expired', time(g.expired_at)] : ['expires', `${time(g.expires_at)} (${ago(g.expires_at)})`],
       g.supersedes ? ['supersedes', predecessorKnown ? short(g.supersedes) : `${short(g.supersedes)} (deleted)`] : null,

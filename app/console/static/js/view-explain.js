@@ -8,16 +8,18 @@ import { field } from './view-streams.js';
 // The contract's table, for the rows a decision did not reach (the API returns the
 // rows it checked, up to the one that matched, with its own wording of each condition).
 const TABLE = [
-  [1, 'invalid', 'malformed_id', 'the id is not <token>:<seq>'],
-  [2, 'invalid', 'unknown_generation', 'no generation has that token (for this tenant)'],
-  [3, 'invalid', 'cross_stream', 'the token’s stream is not the stream asked about'],
-  [4, 'invalid', 'beyond_tail', 'seq > the generation’s tail_seq'],
-  [5, 'reset', 'superseded', 'the generation is not the stream’s current one'],
-  [6, 'reset', 'terminal', 'the generation is terminal (terminal_resume policy)'],
-  [7, 'reset', 'expired', 'the generation’s events were purged (tombstone kept)'],
-  [8, 'reset', 'evicted', 'seq < head_seq - 1 (events after the id were evicted)'],
-  [9, 'reset', 'eviction_hole', 'the retained events in (seq, tail] are not contiguous'],
-  [10, 'resume', 'ok', 'otherwise'],
+  ['1', 'invalid', 'malformed_id', 'the id is not <token>:<seq>'],
+  ['2', 'invalid', 'unknown_generation', 'no generation has that token (for this tenant)'],
+  ['3', 'invalid', 'cross_stream', 'the token’s stream is not the stream asked about'],
+  ['4', 'invalid', 'beyond_tail', 'seq > tail_seq + the writer’s pipeline (> terminal_seq on a terminal one)'],
+  ['4a', 'reset', 'lost_tail', 'seq > tail_seq (within the window) of a live generation, still after waiting'],
+  ['4b', 'reset', 'abandoned', 'the generation is abandoned (writer’s lease ran out) and still current'],
+  ['5', 'reset', 'superseded', 'the generation is not the stream’s current one'],
+  ['6', 'reset', 'terminal', 'the generation is terminal (terminal_resume policy)'],
+  ['7', 'reset', 'expired', 'the generation’s events were purged (tombstone kept)'],
+  ['8', 'reset', 'evicted', 'seq < head_seq - 1 (events after the id were evicted)'],
+  ['9', 'reset', 'eviction_hole', 'the retained events in (seq, tail] are not contiguous'],
+  ['10', 'resume', 'ok', 'otherwise'],
 ];
 
 const MEANING = {

@@ -36,6 +36,7 @@ export async function generationView([token], query, { rerender }) {
       tile('Retained', `${num(g.retained_events)} events`, `${bytes(g.retained_bytes)} · max ${num(g.max_events)}`),
       tile('Reason', g.reason, g.producer ? `producer ${g.producer}` : 'no producer given'),
       tile('Terminal', g.terminal ? `at seq ${num(g.terminal_seq)}` : 'no', g.terminal_at ? time(g.terminal_at) : null),
+      tile('Abandoned', g.abandoned ? 'yes' : 'no', g.abandoned_at ? time(g.abandoned_at) : `lease ${num(g.lease_seconds)} s`),
       tile(g.expired ? 'Expired' : 'Expires', g.expired ? ago(g.expired_at) : ago(g.expires_at), time(g.expired ? g.expired_at : g.expires_at)),
       tile('Supersedes', g.supersedes ? mono(g.supersedes.slice(0, 8) + '…') : '—', g.superseded ? `superseded ${ago(g.superseded_at)}` : 'not superseded'),
     ),

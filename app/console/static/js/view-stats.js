@@ -10,11 +10,11 @@ import { tile } from './view-stream.js';
 export async function statsView() {
   const st = await api('stats');
   const g = st.generations;
-  const totalGens = g.live + g.terminal + g.superseded + g.expired;
+  const totalGens = g.live + g.terminal + g.superseded + (g.abandoned || 0) + g.expired;
   const decisions = st.verdicts.reduce((n, v) => n + v.count, 0);
   const byVerdict = (name) => st.verdicts.filter((v) => v.verdict === name).reduce((n, v) => n + v.count, 0);
   const share = (n, of) => (of ? `${((100 * n) / of).toFixed(n / of < 0.1 ? 1 : 0)}%` : '');
-  const states = ['live', 'terminal', 'superseded', 'expired'];
+  const states = ['live', 'terminal', 'superseded', 'abandoned', 'expired'];
   return h(
     'section',
     { id: 'view-stats' },
@@ -41,7 +41,7 @@ export async function statsView() {
           states.map((name) => ({ label: name, value: g[name], color: name === 'expired' ? '#ced4da' : STATE_FILL[name], note: share(g[name], totalGens) })),
           { id: 'generation-states' },
         ),
-        h('p', { class: 'muted small' }, 'Each generation counts once: expired, else terminal, else superseded, else live. Expired: ', STATE_HELP.expired, '.'),
+        h('p', { class: 'muted small' }, 'Each generation counts once: expired, else terminal, else superseded, else abandoned, else live. Expired: ', STATE_HELP.expired, '.'),
       ),
       h(
         'div',

@@ -15,6 +15,7 @@ async with EventLogClient("http://127.0.0.1:8080") as log:
 from mcp_eventlog_client.channel import AppendChannel, ChannelUnavailable
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection, default_transport
 from mcp_eventlog_client.errors import (
+    Abandoned,
     AmbiguousStream,
     BackgroundTaskDown,
     BadRequest,
@@ -83,6 +84,7 @@ from mcp_eventlog_client.verdict import Verdict
 from mcp_eventlog_client.writer import AppendTransport, EventLogClient
 
 __all__ = [
+    "Abandoned",
     "AmbiguousStream",
     "AppendChannel",
     "AppendResult",

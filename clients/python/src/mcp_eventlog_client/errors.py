@@ -66,6 +66,13 @@ class TerminalGeneration(ServiceRefusal):
     http_status = 409
 
 
+class Abandoned(ServiceRefusal):
+    """409: the writer's lease ran out and the generation was abandoned; it is fenced."""
+
+    code = "abandoned"
+    http_status = 409
+
+
 class SeqConflict(ServiceRefusal):
     """409: the batch overlaps stored events with different content (or unverifiable ones)."""
 
