@@ -66,6 +66,8 @@ DEFAULT_MAX_FRAME_BYTES: Final = 1024 * 1024
 channel (every frame in flight would be resent)."""
 TRY_AGAIN_LATER: Final = 1013
 """The close code of a channel the key may not hold (`too_many_channels`)."""
+MAX_LEASE_FRAME_GENERATIONS: Final = 1_000
+"""The most generations the service renews in one lease frame."""
 DEFAULT_MAX_ANSWER_BYTES: Final = 1024 * 1024
 """An answer to a batch of 1,000 events is about 50 KB."""
 
@@ -167,6 +169,16 @@ class AppendChannel:
             {"generation": generation, "lease": True}, Lease.from_json, idempotent=True
         )
         return lease
+
+    async def renew_leases(self, generations: list[str]) -> dict[str, Lease | EventLogError]:
+        """Renew the leases of `generations` (at most `MAX_LEASE_FRAME_GENERATIONS`) with one
+        lease frame (`{"generations": [...], "lease": true}`), renewed by the service in
+        one write; each generation's `Lease`, or the error that refused it."""
+        body = {"generations": generations, "lease": True}
+        outcomes: dict[str, Lease | EventLogError] = await self._send(
+            body, _lease_outcomes, idempotent=True
+        )
+        return outcomes
 
     async def _send(
         self, body: dict[str, Any], reader: Callable[[dict[str, Any]], Any], *, idempotent: bool
@@ -457,6 +469,20 @@ class AppendChannel:
             pass
         if link.reader is not None:
             link.reader.cancel()
+
+
+def _lease_outcomes(body: dict[str, Any]) -> dict[str, Lease | EventLogError]:
+    """The answer to a many-generation lease frame: each generation's lease or refusal."""
+    outcomes: dict[str, Lease | EventLogError] = {}
+    for entry in body["leases"]:
+        status = entry["status"]
+        if status == 200:
+            lease = Lease.from_json(entry)
+            outcomes[lease.generation] = lease
+        else:
+            token = entry["generation"]
+            outcomes[token] = error_for(int(status), str(entry["code"]), str(entry.get("detail")))
+    return outcomes
 
 
 def _size_hint(body: dict[str, Any]) -> int:

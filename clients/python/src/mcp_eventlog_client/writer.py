@@ -12,7 +12,11 @@ from urllib.parse import quote
 import anyio
 import httpx
 
-from mcp_eventlog_client.channel import AppendChannel, ChannelUnavailable
+from mcp_eventlog_client.channel import (
+    MAX_LEASE_FRAME_GENERATIONS,
+    AppendChannel,
+    ChannelUnavailable,
+)
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
 from mcp_eventlog_client.errors import EventLogError
 from mcp_eventlog_client.live import Follower, LiveItem
@@ -196,9 +200,23 @@ class EventLogClient:
         return read_answer(Lease.from_json, answer)
 
     async def renew_leases(self, generations: Sequence[str]) -> dict[str, Lease | EventLogError]:
-        """Renew the leases of several generations at once (all their frames on the
-        channel together); each generation's `Lease`, or the error that refused it."""
+        """Renew the leases of several generations at once; each generation's `Lease`, or
+        the error that refused it (`Abandoned` and the like, per generation).
+
+        Over the channel, one lease frame per 1,000 generations (the service renews each
+        frame's in one write); over REST (or where the channel cannot pass), one request
+        per generation, all at once.
+        """
+        tokens = list(dict.fromkeys(generations))
         outcomes: dict[str, Lease | EventLogError] = {}
+        if self.channel is not None:
+            try:
+                for start in range(0, len(tokens), MAX_LEASE_FRAME_GENERATIONS):
+                    chunk = tokens[start : start + MAX_LEASE_FRAME_GENERATIONS]
+                    outcomes.update(await self.channel.renew_leases(chunk))
+                return outcomes
+            except ChannelUnavailable as unavailable:
+                self.fallbacks[unavailable.reason] += 1
 
         async def renew(token: str) -> None:
             try:
@@ -207,8 +225,9 @@ class EventLogClient:
                 outcomes[token] = error
 
         async with anyio.create_task_group() as tasks:
-            for token in dict.fromkeys(generations):
-                tasks.start_soon(renew, token)
+            for token in tokens:
+                if token not in outcomes:
+                    tasks.start_soon(renew, token)
         return outcomes
 
     async def resume(
