@@ -14,13 +14,13 @@ the next frame (a batch: one commit for many events). What holds:
   past it, so a writer the service falls behind is slowed, never runs away. A message of
   more events than the window is handed only when nothing is outstanding, and `hand`
   returns once it is acknowledged (stored per event: the window is never exceeded).
-- **A visible loss.** A frame that cannot be stored (the service refused it, or gave no
-  answer for `give_up_after` seconds of retries) breaks the pipeline: `error` is set,
-  `on_broken` is called once, every later `hand` raises it, and nothing more is appended
-  to the generation. Events it had handed out may be missing from the generation's tail:
-  the service answers a claim of one `reset` (`lost_tail`, `abandoned` or `superseded`),
-  never `invalid` (the window covers it) and never a splice (nothing is appended after
-  a gap).
+- **A visible loss.** A frame that cannot be stored (the service refused it, or did not
+  acknowledge it within `give_up_after` seconds, retries included) breaks the pipeline:
+  `error` is set, `on_broken` is called once, every later `hand` raises it, and nothing
+  more is appended to the generation. Events it had handed out may be missing from the
+  generation's tail: the service answers a claim of one `reset` (`lost_tail`,
+  `abandoned` or `superseded`), never `invalid` (the window covers it) and never a
+  splice (nothing is appended after a gap).
 
 Needs asyncio (the flusher is an asyncio task, as the append channel is asyncio's).
 """
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mcp_eventlog_client.errors import EventLogError, ServiceUnreachable
+from mcp_eventlog_client.errors import DeadlineExceeded, EventLogError, ServiceUnreachable
 from mcp_eventlog_client.models import NewEvent
 
 if TYPE_CHECKING:
@@ -199,15 +199,22 @@ class GenerationPipeline:
 
     async def _store(self, frame: _Handed) -> EventLogError | None:
         """Append `frame`, retried with its `first_seq` while the service is unreachable
-        or failing (5xx), for at most `give_up_after` seconds; the error that ended it."""
+        or failing (5xx), for at most `give_up_after` seconds in all (the attempts
+        included: an attempt still unanswered then is given up); the error that ended it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.give_up_after
         retry = self.client.connection.retry
         attempt = 0
         while True:
             try:
-                await self.client.append(self.generation, frame.events, first_seq=frame.first_seq)
+                async with asyncio.timeout_at(deadline):
+                    await self.client.append(
+                        self.generation, frame.events, first_seq=frame.first_seq
+                    )
                 return None
+            except TimeoutError:
+                detail = f"not acknowledged within {self.give_up_after:g} s"
+                return DeadlineExceeded(0, DeadlineExceeded.code, detail)
             except EventLogError as error:
                 transient = error.status == 0 or error.status >= 500
                 if not transient or loop.time() >= deadline:
