@@ -3,6 +3,9 @@
 - A writer killed (`kill -9`) with events shown to its client and not stored: every id
   the client holds is answered `reset` (`lost_tail` or `abandoned`) or `resume` with
   exactly the events it saw — never `invalid`, never another event.
+- The SDK's own client, its stream closed by the server mid-call, resumes through the
+  pipelined store (the replay waits for what was handed out): every message exactly
+  once, in order, one generation without a gap.
 - A channel the network drops every few frames: every message stored once, in order.
 - A writer alive and silent for three leases: its generation is never abandoned; once
   the writer is gone, it is (the same check, seen failing).
@@ -25,6 +28,7 @@ from mcp_eventlog_client import EventLogClient, Verdict
 from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
 from mcp_types import JSONRPCNotification
 
+from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.processes import ServerProcess, eventlog_service, free_port
 from tests.support.tcp_proxy import TcpProxy
@@ -206,6 +210,25 @@ async def test_a_writer_killed_mid_pipeline_leaves_resets_never_invalid_or_wrong
     assert late == {"abandoned"}
     assert after is not None
     assert after.abandoned
+
+
+async def test_the_sdk_client_resumes_through_the_pipelined_store_exactly_once(
+    service: Service,
+) -> None:
+    progress = Progress()
+    async with (
+        _mcp_server(service.url, service.workdir) as writer,
+        mcp_client(writer.base_url) as (session, _, _),
+    ):
+        result = await call_progress(
+            session, progress, n=300, close_at=100, tag="once", replay_after="done"
+        )
+    assert text_of(result) == "counted to 300"
+    assert progress.steps == list(range(1, 301))
+    generations = {token.rsplit(":", 1)[0] for token in progress.tokens}
+    assert len(generations) == 1
+    # The priming event, 300 notifications and the result: seqs 1..302, none twice.
+    assert [int(token.rsplit(":", 1)[1]) for token in progress.tokens] == list(range(1, 303))
 
 
 async def test_a_flaky_channel_stores_every_message_once_in_order(service: Service) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import httpx
 import pytest
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
@@ -447,17 +448,38 @@ async def test_pipelined_a_fenced_generation_loses_its_unstored_tail_visibly(
     assert reason_of(sent.refusal)[0] == "reset"
 
 
+class SlowAppends(httpx.AsyncBaseTransport):
+    """The service as a transport whose appends take `delay` seconds to be answered."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/events"):
+            await anyio.sleep(self.delay)
+        return await self.inner.handle_async_request(request)
+
+
 async def test_pipelined_store_event_returns_before_the_commit_and_a_replay_waits_for_it(
-    client: httpx.AsyncClient,
+    settings: Settings,
 ) -> None:
-    log = EventLogClient(http=client)
-    store = EventLogEventStore(client=log)
-    with session_scope("A"):
-        ids = await store_all(store, "8", [None, *[note(n) for n in range(1, 41)]])
-        token = ids[0].split(":")[0]
-        # The replay in this process waits for what was handed out, then sends it all.
-        sent = Sent()
-        assert await store.replay_events_after(ids[0], sent) == "8"
+    async with started_app(settings) as (app, _client):
+        slow = SlowAppends(httpx.ASGITransport(app=app), delay=0.3)
+        http = httpx.AsyncClient(transport=slow, base_url="http://eventlog.test")
+        log = EventLogClient(http=http)
+        store = EventLogEventStore(client=log)
+        with session_scope("A"):
+            ids = await store_all(store, "8", [None])
+            token = ids[0].split(":")[0]
+            await store.settle(token)  # the claim below is stored; what follows is not yet
+            started = anyio.current_time()
+            ids += await store_all(store, "8", [note(n) for n in range(1, 41)])
+            handed = anyio.current_time() - started
+            # The replay in this process waits for what was handed out, then sends it all.
+            sent = Sent()
+            assert await store.replay_events_after(ids[0], sent) == "8"
+    assert handed < 0.3  # 40 messages handed out before one append was answered
     assert ids == [f"{token}:{seq}" for seq in range(1, 42)]
     assert [e.event_id for e in sent.events] == ids[1:]
 
