@@ -222,6 +222,10 @@ class EventLogEventStore(EventStore):
         self._pipelines: OrderedDict[str, GenerationPipeline] = OrderedDict()
         self._lease_seconds = float(lease_seconds or DEFAULT_LEASE_SECONDS)
         self._renewer: asyncio.Task[None] | None = None
+        # The pipeline of a request stream that ended with events still unacknowledged: a
+        # new generation of the same SDK stream (a reused request id) is opened only once
+        # they are stored, or the new one would fence them out.
+        self._finishing: dict[tuple[str, StreamId], GenerationPipeline] = {}
         # Finished request generations whose leases are renewed until then (loop time).
         self._finished: OrderedDict[str, float] = OrderedDict()
         self.renewals = 0
@@ -293,6 +297,8 @@ class EventLogEventStore(EventStore):
             # acknowledged.
             del self._streams[key]
             self._keep_finished(stream)
+            if stream.pipeline is not None and stream.pipeline.unacknowledged:
+                self._finishing[key] = stream.pipeline
             self._forget(stream)
         return event_id
 
@@ -400,6 +406,9 @@ class EventLogEventStore(EventStore):
         reason: GenerationReason | None = None,
     ) -> None:
         pipelined = self._pipelined()
+        previous = self._finishing.pop((scope, stream_id), None)
+        if previous is not None:
+            await previous.settle(within=self.store_timeout)
         generation = await self.client.open_generation(
             self.names.name(scope, stream_id),
             reason=reason,
@@ -456,6 +465,9 @@ class EventLogEventStore(EventStore):
                 del self._pipelines[token]
         while len(self._pipelines) > self._max_streams:
             self._pipelines.popitem(last=False)
+        for key, pipeline in list(self._finishing.items()):
+            if pipeline.unacknowledged == 0 or pipeline.error is not None:
+                del self._finishing[key]
 
     def _broken(
         self, scope: str, stream_id: StreamId, pipeline: GenerationPipeline, error: EventLogError
