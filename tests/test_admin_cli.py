@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import shutil
@@ -99,7 +100,7 @@ async def test_explain_a_reset(keyed: KeyedApp, reset_story: tuple[str, str]) ->
 
 async def test_stats_and_decisions(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:
     text = await run(keyed, "stats")
-    assert "live 1, terminal 0, superseded 1, expired 0" in text
+    assert "live 1, terminal 0, superseded 1, abandoned 0, expired 0" in text
     assert text.splitlines()[-1].split() == ["reset", "superseded", "1"]
     text = await run(keyed, "decisions", "--verdict", "reset")
     row = text.splitlines()[-1].split()
@@ -264,3 +265,19 @@ def test_serve_refuses_a_public_address_without_keys(tmp_path: Path, sqlite_temp
     )
     assert done.returncode == 2
     assert "refusing to serve on 0.0.0.0: no keys are configured" in done.stderr
+
+
+async def test_an_abandoned_generation_is_shown_as_such(keyed: KeyedApp) -> None:
+    writer = keyed.as_key(WRITER_A)
+    body = {"lease_seconds": 1}
+    gen = await ok(await writer.post("/v1/streams/gone/generations", json=body), 201)
+    events = {"events": [{"data": "a"}]}
+    await ok(await writer.post(f"/v1/generations/{gen['generation']}/events", json=events), 201)
+    await asyncio.sleep(1.2)
+    await keyed.app.state.api.container.leases.sweep_once()
+    lines = (await run(keyed, "stream", "gone")).splitlines()
+    assert lines[3].split()[:3] == ["1", gen["generation"], "abandoned"]
+    text = await run(keyed, "explain", "--", "gone", f"{gen['generation']}:1")
+    assert text.startswith("reset / abandoned:")
+    assert "abandoned at " in text
+    assert "live 0, terminal 0, superseded 0, abandoned 1, expired 0" in await run(keyed, "stats")
