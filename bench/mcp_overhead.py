@@ -8,13 +8,15 @@ run, and prints the per-message latency of each and the difference: progress not
 (the common case) and 4 MiB tool results (stored as parts of at most 1 MiB). The store
 appends over the channel (its default); `--append-transport rest` measures REST.
 
-`python -m bench.mcp_overhead --sdk-calls [--rounds N] [--notifications N] [--concurrent N]`
-measures issue 19's last two goals instead: the official SDK server (`bench.sdk_server`)
-as a process per store — none, the SDK example's in-memory store, `EventLogEventStore`
-over the channel and over REST — and the SDK's client calling its `progress` tool: the
-wall time of one call streaming 200 progress notifications (median of 5 calls), and the
-notifications/s of 16 such calls at once (16 sessions), in interleaved rounds; the ratios are to the
-server without an event store, measured in the same round.
+`python -m bench.mcp_overhead --sdk-calls [--rounds N] [--notifications N] [--concurrent N]
+[--single N] [--write]` measures the SDK-store goals instead: the official SDK server
+(`bench.sdk_server`) as a process per store — none, `EventLogEventStore` pipelined (the
+default) and per event (both over the channel), and mcp-persist's `SQLiteEventStore` —
+and the SDK's client calling its `progress` tool: the wall time of one call streaming 200
+progress notifications (median of `--single` calls), and the notifications/s of 16 such
+calls at once (16 sessions), in interleaved rounds; the ratios are to the server without
+an event store, measured in the same round (`make bench` runs it as `sdk_suite`, into
+bench/results/sdk-stores.md).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -137,25 +140,41 @@ def table(rows: dict[str, tuple[float, float, float]]) -> None:
     print(f"  {'added per message':26} {added[0]:+7.3f}ms {added[1]:+7.3f}ms {added[2]:+7.3f}ms")
 
 
-SDK_STORES = ("none", "memory", "eventlog-channel", "eventlog-rest")
+SDK_STORES = ("none", "eventlog-pipelined", "eventlog-per_event", "mcp-persist")
+"""The stores of the SDK-server comparison, side by side in one run."""
+_SERVER_ARGS = {
+    "none": ["--store", "none"],
+    "memory": ["--store", "memory"],
+    "eventlog-pipelined": ["--store", "eventlog", "--durability", "pipelined"],
+    "eventlog-per_event": ["--store", "eventlog", "--durability", "per_event"],
+    "eventlog-channel": ["--store", "eventlog", "--append-transport", "channel"],
+    "eventlog-rest": ["--store", "eventlog", "--append-transport", "rest"],
+    "mcp-persist": ["--store", "persist"],
+}
+SDK_GOALS = {"one_call": 1.5, "concurrent": 0.5}
+"""Pipelined store / no store: one call at most 1.5x, 16 concurrent at least 0.5x."""
+SDK_RESULTS_MD = REPO / "bench" / "results" / "sdk-stores.md"
 
 
 @contextmanager
-def sdk_server(store: str, eventlog: str) -> Iterator[str]:
-    """`bench.sdk_server` with `store` on a free port; yields its MCP endpoint's URL."""
+def sdk_server(store: str, eventlog: str, workdir: str | None = None) -> Iterator[str]:
+    """`bench.sdk_server` with `store` (a key of `_SERVER_ARGS`) on a free port; yields its
+    MCP endpoint's URL. mcp-persist's SQLite file goes into `workdir` (default: a temp dir)."""
     port = _free_port()
-    kind, _, transport = store.partition("-")
-    argv = [sys.executable, "-m", "bench.sdk_server", "--port", str(port), "--store", kind]
-    if kind == "eventlog":
-        argv += ["--eventlog", eventlog, "--append-transport", transport]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
-    child = subprocess.Popen(argv, cwd=REPO, env=env)  # noqa: S603 - our own module
-    try:
-        _wait_for(f"http://127.0.0.1:{port}/", child, any_status=True)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        child.terminate()
-        child.wait(timeout=10)
+    argv = [sys.executable, "-m", "bench.sdk_server", "--port", str(port), *_SERVER_ARGS[store]]
+    if store.startswith("eventlog"):
+        argv += ["--eventlog", eventlog]
+    with tempfile.TemporaryDirectory(prefix="bench-persist-") as scratch:
+        if store == "mcp-persist":
+            argv += ["--persist-db", f"{workdir or scratch}/persist-{port}.db"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
+        child = subprocess.Popen(argv, cwd=REPO, env=env)  # noqa: S603 - our own module
+        try:
+            _wait_for(f"http://127.0.0.1:{port}/", child, any_status=True)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            child.terminate()
+            child.wait(timeout=10)
 
 
 async def _calls(url: str, notifications: int, concurrent: int, single: int) -> tuple[float, float]:
@@ -202,32 +221,81 @@ async def _calls(url: str, notifications: int, concurrent: int, single: int) -> 
     return statistics.median(times), counted / elapsed
 
 
-def sdk_calls(database_url: str, rounds: int, notifications: int, concurrent: int) -> None:
-    """Issue 19's SDK rows: every store's server up at once, measured in interleaved rounds."""
+def sdk_calls(
+    database_url: str,
+    rounds: int,
+    notifications: int,
+    concurrent: int,
+    *,
+    single: int = 5,
+    stores: tuple[str, ...] = SDK_STORES,
+    workdir: str | None = None,
+) -> dict[str, Any]:
+    """The SDK-server rows: every store's server up at once, measured in interleaved
+    rounds (each round visits every store once, in turn); the raw figures per round."""
     import contextlib
 
     with service(database_url, "FULL") as eventlog, contextlib.ExitStack() as stack:
-        urls = {store: stack.enter_context(sdk_server(store, eventlog)) for store in SDK_STORES}
-        figures: dict[str, list[tuple[float, float]]] = {store: [] for store in SDK_STORES}
+        urls = {s: stack.enter_context(sdk_server(s, eventlog, workdir)) for s in stores}
+        figures: dict[str, list[tuple[float, float]]] = {store: [] for store in stores}
         for index in range(rounds):
             for store, url in urls.items():
-                figures[store].append(anyio.run(_calls, url, notifications, concurrent, 5))
+                figures[store].append(anyio.run(_calls, url, notifications, concurrent, single))
             print(f"round {index + 1}/{rounds} done", file=sys.stderr)
-    print(f"{rounds} interleaved rounds; one call streaming {notifications} progress")
-    print(f"notifications (median of 5 calls), and {concurrent} such calls at once; median")
-    print("(range) of the rounds; ratios to the server without a store in the same round\n")
-    print(f"| store | one call, ms | over none | {concurrent} calls, notifications/s | of none |")
-    print("|---|---|---|---|---|")
+    return {
+        "rounds": rounds,
+        "notifications": notifications,
+        "concurrent": concurrent,
+        "single_calls": single,
+        "loadavg": os.getloadavg(),
+        "figures": {store: [list(pair) for pair in pairs] for store, pairs in figures.items()},
+    }
+
+
+def sdk_markdown(out: dict[str, Any]) -> str:
+    """The SDK-server table: median (range) of the rounds, ratios to `none` per round."""
+    figures = out["figures"]
     base = figures["none"]
-    for store in SDK_STORES:
-        single = [one * 1e3 for one, _ in figures[store]]
-        rate = [many for _, many in figures[store]]
-        slower = [one / b for (one, _), (b, _) in zip(figures[store], base, strict=True)]
-        share = [many / b for (_, many), (_, b) in zip(figures[store], base, strict=True)]
-        print(
+    concurrent = out["concurrent"]
+    rows = [
+        f"| store | one call, ms | ÷ none (goal ≤ {SDK_GOALS['one_call']}) "
+        f"| {concurrent} calls, notifications/s | ÷ none (goal ≥ {SDK_GOALS['concurrent']}) |",
+        "|---|---|---|---|---|",
+    ]
+    for store, pairs in figures.items():
+        single = [one * 1e3 for one, _ in pairs]
+        rate = [many for _, many in pairs]
+        slower = [one / b for (one, _), (b, _) in zip(pairs, base, strict=True)]
+        share = [many / b for (_, many), (_, b) in zip(pairs, base, strict=True)]
+        rows.append(
             f"| {store} | {_spread(single, '.1f')} | {_spread(slower, '.2f')} "
             f"| {_spread(rate, '.0f')} | {_spread(share, '.3f')} |"
         )
+    return "\n".join(
+        [
+            "# The official Python SDK server with each event store (`bench/mcp_overhead.py`)",
+            "",
+            f"{out['rounds']} interleaved rounds; one call streaming {out['notifications']} "
+            f"progress notifications (median of {out['single_calls']} calls), and "
+            f"{concurrent} such calls at once (one session each); median (range) of the "
+            "rounds; ratios to the server without a store in the same round. The service "
+            "behind `eventlog-*` runs on SQLite `synchronous=FULL`; mcp-persist's "
+            "`SQLiteEventStore` runs with its defaults (a commit per event). Load average "
+            f"{out['loadavg'][0]:.1f} on {os.cpu_count()} cores: read the ratios.",
+            "",
+            *rows,
+            "",
+        ]
+    )
+
+
+def sdk_suite(plan: Any, workdir: Path) -> dict[str, Any]:
+    """`make bench`'s SDK-store rows (bench/results/sdk-stores.md)."""
+    quick = getattr(plan, "name", "full") == "quick"
+    url = f"sqlite+aiosqlite:///{workdir}/sdk-stores.db"
+    out = sdk_calls(url, 2 if quick else 5, 200, 16, single=3 if quick else 5, workdir=str(workdir))
+    SDK_RESULTS_MD.write_text(sdk_markdown(out))
+    return out
 
 
 def _spread(values: list[float], form: str) -> str:
@@ -301,11 +369,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--notifications", type=int, default=200)
     parser.add_argument("--concurrent", type=int, default=16)
+    parser.add_argument("--single", type=int, default=5, help="sequential calls per round")
+    parser.add_argument("--write", action="store_true", help="write bench/results/sdk-stores.md")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         url = args.database_url or f"sqlite+aiosqlite:///{workdir}/eventlog.db"
         if args.sdk_calls:
-            sdk_calls(url, args.rounds, args.notifications, args.concurrent)
+            out = sdk_calls(
+                url,
+                args.rounds,
+                args.notifications,
+                args.concurrent,
+                single=args.single,
+                workdir=workdir,
+            )
+            print(sdk_markdown(out))
+            if args.write:
+                SDK_RESULTS_MD.write_text(sdk_markdown(out))
             return
         where = url.split("@")[-1]
         print(f"service database: {where} (SQLite synchronous={args.sqlite_synchronous})")

@@ -5,7 +5,7 @@ interleaved rounds), issue 19's (`bench/channel_cost.py`: the append channel, an
 PostgreSQL append in one statement, against theirs), then resume and replay by stored
 history on each database, then the peers (the SDK's in-memory store, Redis Streams), the
 live reads, the bus, the TypeScript store over the channel, the TypeScript SDK server with
-its stores and the gateway.
+its stores, the gateway, and the official Python SDK server with each event store.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from bench import (
     channel_cost,
     gateway,
     live,
+    mcp_overhead,
     peers,
     seed,
     servers,
@@ -208,10 +209,10 @@ def run(plan: Plan) -> Results:
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
         if plan.name == "quick":
-            # CI's smoke run stays short: the TypeScript channel and the gateway suites (about
-            # 1.5 min together) run in the full bench, and alone (`python -m bench.ts_channel
-            # --quick`, `python -m bench.gateway --quick`).
-            say("quick plan: the TypeScript channel and gateway suites run in the full bench")
+            # CI's smoke run stays short: the TypeScript channel, the gateway and the SDK-store
+            # suites run in the full bench, and alone (`python -m bench.ts_channel --quick`,
+            # `python -m bench.gateway --quick`, `python -m bench.mcp_overhead --sdk-calls`).
+            say("quick plan: the TypeScript channel, gateway and SDK-store suites run in full")
         else:
             # Issue 19: the TypeScript store over the append channel (bench/results/ts-channel.*).
             results["ts_channel"] = _timed(
@@ -227,6 +228,11 @@ def run(plan: Plan) -> Results:
             # Issue 18: the gateway against the upstream alone, our store and mcp-persist
             # (bench/results/gateway.md).
             results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)
+            # The official Python SDK server with each event store: pipelined and per-event
+            # `EventLogEventStore` and mcp-persist's SQLite store (bench/results/sdk-stores.md).
+            results["sdk_stores"] = _timed(
+                "sdk_stores", lambda: mcp_overhead.sdk_suite(plan, workdir), timings
+            )
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results

@@ -2,8 +2,9 @@
 
 `python -m bench.store_cpu [--calls 15] [--notifications 200]` (issue 19: "profile the
 store path end to end first"). One service process (SQLite `FULL`); the SDK server
-(`bench.sdk_server`) with no store, then with `EventLogEventStore` over the append channel,
-then over REST; one session calling the `progress` tool one call after another. For each,
+(`bench.sdk_server`) with no store, then with `EventLogEventStore` pipelined (the default)
+and per event, over the append channel (`--stores`: any of `bench.mcp_overhead`'s); one
+session calling the `progress` tool one call after another. For each,
 the CPU-seconds (user + system) per 1,000 notifications of the service, the MCP server and
 the client (this process), from their `/proc` times; then, on the same service, the CPU of
 one REST append at a time under wrk (one connection: one append per transaction, as a
@@ -39,6 +40,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="bench.store_cpu", description=__doc__)
     parser.add_argument("--calls", type=int, default=15)
     parser.add_argument("--notifications", type=int, default=200)
+    parser.add_argument(
+        "--stores",
+        default="none,eventlog-pipelined,eventlog-per_event",
+        help="comma list of bench.mcp_overhead's SDK stores",
+    )
     args = parser.parse_args()
     n, calls = args.notifications, args.calls
     print(f"CPU-seconds per 1,000 notifications ({calls} calls of {n}, one at a time):")
@@ -48,7 +54,7 @@ def main() -> None:
         with mcp_overhead.service(url, "FULL") as eventlog:
             port = int(eventlog.rstrip("/").rsplit(":", 1)[1])
             service, client = psutil.Process(_pid_listening(port)), psutil.Process()
-            for store in ("none", "eventlog-channel", "eventlog-rest"):
+            for store in args.stores.split(","):
                 with mcp_overhead.sdk_server(store, eventlog) as mcp:
                     mcp_port = int(mcp.split(":")[2].split("/")[0])
                     server = psutil.Process(_pid_listening(mcp_port))

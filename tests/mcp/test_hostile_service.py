@@ -31,7 +31,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-@pytest.mark.parametrize(
+HOSTILE = pytest.mark.parametrize(
     ("key", "cause"),
     [
         ("html", "unexpected_content_type"),
@@ -53,10 +53,14 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ("ws-huge", "timeout|unreachable"),
     ],
 )
+
+
+@HOSTILE
 async def test_a_session_goes_on_whatever_the_service_answers(
     hostile: str, tmp_path: Path, key: str, cause: str
 ) -> None:
-    args = ("--key", key, "--store-timeout", "2")
+    # Per event: what this test holds is that mode's promise (an id is a stored event).
+    args = ("--key", key, "--store-timeout", "2", "--durability", "per_event")
     with mcp_server(hostile, tmp_path, *args) as url, anyio.fail_after(60):
         async with mcp_client(url) as (session, _, _):
             progress = Progress()
@@ -72,3 +76,25 @@ async def test_a_session_goes_on_whatever_the_service_answers(
     causes = set(cause.split("|"))
     assert sum(failures.get(c, 0) for c in causes) >= 1, failures
     assert set(failures) <= causes | {"outage"}, failures
+
+
+@HOSTILE
+async def test_a_pipelined_session_goes_on_whatever_the_service_answers(
+    hostile: str, tmp_path: Path, key: str, cause: str
+) -> None:
+    """Pipelined, messages are shown before the service answers; what it then does with
+    their frames (garbage, silence, a closed channel) is counted, and the session goes on."""
+    args = ("--key", key, "--store-timeout", "2")
+    with mcp_server(hostile, tmp_path, *args) as url, anyio.fail_after(60):
+        async with mcp_client(url) as (session, _, _):
+            progress = Progress()
+            first = await call_progress(session, progress, n=3, tag=f"pipelined-{key}")
+            second = await call_progress(session, Progress(), n=1, tag=f"pipelined-{key}-2")
+        async with httpx.AsyncClient() as http:
+            failures: dict[str, int] = {}
+            while not failures:  # the frames fail behind the calls, within store_timeout
+                failures = (await http.get(f"{url}/test/store-failures")).json()
+                await anyio.sleep(0.2)
+    assert (text_of(first), text_of(second)) == ("counted to 3", "counted to 1")
+    assert progress.steps == [1, 2, 3]
+    assert sum(failures.values()) >= 1, failures

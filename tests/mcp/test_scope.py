@@ -77,6 +77,20 @@ def test_the_oldest_session_is_forgotten_past_the_bound() -> None:
     assert (scopes.key_of("a"), scopes.key_of("b"), scopes.key_of("c")) == ("ka", None, "kc")
 
 
+async def test_an_ended_or_forgotten_session_is_told_once() -> None:
+    ended: list[str] = []
+    fake = FakeMcpApp()
+    scopes = SessionScopes(max_sessions=2, on_end=ended.append)
+    app = SessionScopeMiddleware(fake, scopes)
+    await request(app)
+    await request(app, "DELETE", session="session-1")
+    await request(app, "DELETE", session="session-1")  # already gone: not told again
+    scopes.bind("a", "ka")
+    scopes.bind("b", "kb")
+    scopes.bind("c", "kc")  # past the bound: "a" is forgotten
+    assert ended == [fake.seen[0], "ka"]
+
+
 async def test_lifespan_shutdown_closes_the_store_first() -> None:
     order: list[str] = []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import httpx
 import pytest
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
@@ -183,7 +184,7 @@ async def test_a_refused_get_stream_replay_sends_nothing(client: httpx.AsyncClie
 
 async def test_a_fenced_generation_continues_in_a_new_one(client: httpx.AsyncClient) -> None:
     log = EventLogClient(http=client)
-    store = EventLogEventStore(client=log)
+    store = EventLogEventStore(client=log, durability="per_event")
     with session_scope("A"):
         before = await store.store_event("5", note(1))
         fencer = await log.open_generation(store.names.name("A", "5"))
@@ -203,6 +204,7 @@ async def test_an_append_whose_answer_was_lost_is_stored_once(settings: Settings
             event_id = await store.store_event("1", note(1))
             second = await store.store_event("1", note(2))
         token = event_id.split(":")[0]
+        await store.settle(token)
         assert (event_id, second) == (f"{token}:1", f"{token}:2")
         assert dropping.dropped == 1
         page = await log.page(token)
@@ -357,7 +359,7 @@ async def test_a_refused_append_is_sent_live_counted_and_never_resumed(
 ) -> None:
     async with app_client(make_settings(database_url, max_event_bytes=4096)) as http:
         log = EventLogClient(http=http)
-        store = EventLogEventStore(client=log)
+        store = EventLogEventStore(client=log, durability="per_event")
         with session_scope("A"):
             first = await store_all(store, "5", [None, note(1)])
             failed = await store.store_event("5", big_result(5, mib=0.01))
@@ -390,7 +392,7 @@ async def test_an_unreachable_service_never_takes_the_session_down(settings: Set
         outage = Outage(httpx.ASGITransport(app=app))
         http = httpx.AsyncClient(transport=outage, base_url="http://eventlog.test")
         log = EventLogClient(http=http, retry=RetryPolicy(attempts=2, base_delay=0.001))
-        store = EventLogEventStore(client=log, outage_seconds=0.0)
+        store = EventLogEventStore(client=log, outage_seconds=0.0, durability="per_event")
         with session_scope("A"):
             before = await store_all(store, "1", [None, note(1)])
             outage.down = True
@@ -415,6 +417,71 @@ async def test_an_unreachable_service_never_takes_the_session_down(settings: Set
             sent = Sent()
             assert await fresh.replay_events_after(before[1], sent) is None
         assert reason_of(sent.refusal) == ("reset", "superseded")
+
+
+async def test_pipelined_a_fenced_generation_loses_its_unstored_tail_visibly(
+    client: httpx.AsyncClient,
+) -> None:
+    log = EventLogClient(http=client)
+    store = EventLogEventStore(client=log)
+    with session_scope("A"):
+        stored = await store_all(store, "5", [None, note(1)])
+        token = stored[0].split(":")[0]
+        await store.settle(token)
+        await log.open_generation(store.names.name("A", "5"))  # another writer fences it
+        shown = await store.store_event("5", note(2))  # shown, then refused behind
+        await store.settle(token)
+        after = await store.store_event("5", note(3))
+        for claim in (stored[1], shown):
+            sent = Sent()
+            assert await store.replay_events_after(claim, sent) is None
+            assert reason_of(sent.refusal) == ("reset", "not_stored")
+    assert shown == f"{token}:3"
+    assert store.failures == {"superseded": 1}
+    assert after.split(":")[0] != token
+    assert after.endswith(":1")
+    # A process that never saw the break: the service answers a reset too.
+    fresh = EventLogEventStore(client=log)
+    with session_scope("A"):
+        sent = Sent()
+        assert await fresh.replay_events_after(shown, sent) is None
+    assert reason_of(sent.refusal)[0] == "reset"
+
+
+class SlowAppends(httpx.AsyncBaseTransport):
+    """The service as a transport whose appends take `delay` seconds to be answered."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/events"):
+            await anyio.sleep(self.delay)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_pipelined_store_event_returns_before_the_commit_and_a_replay_waits_for_it(
+    settings: Settings,
+) -> None:
+    async with started_app(settings) as (app, _client):
+        slow = SlowAppends(httpx.ASGITransport(app=app), delay=0.3)
+        http = httpx.AsyncClient(transport=slow, base_url="http://eventlog.test")
+        log = EventLogClient(http=http)
+        store = EventLogEventStore(client=log)
+        with session_scope("A"):
+            ids = await store_all(store, "8", [None])
+            token = ids[0].split(":")[0]
+            await store.settle(token)  # the claim below is stored; what follows is not yet
+            started = anyio.current_time()
+            ids += await store_all(store, "8", [note(n) for n in range(1, 41)])
+            handed = anyio.current_time() - started
+            # The replay in this process waits for what was handed out, then sends it all.
+            sent = Sent()
+            assert await store.replay_events_after(ids[0], sent) == "8"
+    assert handed < 0.3  # 40 messages handed out before one append was answered
+    assert ids == [f"{token}:{seq}" for seq in range(1, 42)]
+    assert [e.event_id for e in sent.events] == ids[1:]
 
 
 async def test_after_an_outage_stores_fail_fast_for_a_while(client: httpx.AsyncClient) -> None:

@@ -2,7 +2,8 @@
 
 Run as `python -m tests.support.mcp_server --port P --eventlog URL [--max-events N]
 [--store-max-event-bytes B] [--store-max-message-bytes B] [--key K] [--store-timeout S]
-[--append-transport channel|rest]` by the end-to-end tests. Its
+[--append-transport channel|rest] [--durability pipelined|per_event] [--lease-seconds S]
+[--pipeline N]` by the end-to-end tests. Its
 `progress` tool streams progress notifications, may close its SSE stream mid-way (the SDK's
 server-initiated disconnect), may pause on a gate, and may send a padded step or a large
 result. Gates are opened by the tests with `POST /test/gates/{name}`, so every ordering a
@@ -160,6 +161,9 @@ def main() -> None:
     parser.add_argument("--store-timeout", type=float, default=10.0)
     parser.add_argument("--store-max-message-bytes", type=int, default=16 * 1024 * 1024)
     parser.add_argument("--append-transport", choices=("channel", "rest"), default=None)
+    parser.add_argument("--durability", choices=("pipelined", "per_event"), default="pipelined")
+    parser.add_argument("--lease-seconds", type=int, default=None)
+    parser.add_argument("--pipeline", type=int, default=128)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -172,6 +176,9 @@ def main() -> None:
         store_timeout=args.store_timeout,
         max_message_bytes=args.store_max_message_bytes,
         append_transport=args.append_transport,
+        durability=args.durability,
+        lease_seconds=args.lease_seconds,
+        pipeline=args.pipeline,
     )
     app = store.asgi_app(
         server.streamable_http_app(event_store=store, retry_interval=10, host="127.0.0.1")

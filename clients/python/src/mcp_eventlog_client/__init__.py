@@ -75,11 +75,13 @@ from mcp_eventlog_client.models import (
     AppendResult,
     EventPage,
     Generation,
+    Lease,
     NewEvent,
     ResumeAnswer,
     StoredEvent,
     StreamView,
 )
+from mcp_eventlog_client.pipeline import GenerationPipeline
 from mcp_eventlog_client.verdict import Verdict
 from mcp_eventlog_client.writer import AppendTransport, EventLogClient
 
@@ -108,12 +110,14 @@ __all__ = [
     "Expired",
     "Forbidden",
     "Generation",
+    "GenerationPipeline",
     "HeaderTimeout",
     "HeadersTooLarge",
     "HostNotAllowed",
     "HttpError",
     "InternalError",
     "InvalidJson",
+    "Lease",
     "LiveEnd",
     "LiveEvent",
     "LiveItem",

@@ -1,5 +1,8 @@
 """The append channel: every append of a process over one WebSocket (`GET /v1/append`).
 
+Lease frames (`renew_lease`) travel the same way: a writer renews its generations' leases
+on the channel it appends on.
+
 One `AppendChannel` multiplexes the appends of every stream of every session on one
 connection: each append is a text frame with an `id`, the service answers every frame in
 the order the frames were sent, and at most `max_in_flight` frames wait for an answer at
@@ -35,6 +38,7 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,7 +54,7 @@ from mcp_eventlog_client.errors import (
     ServiceUnreachable,
     error_for,
 )
-from mcp_eventlog_client.models import AppendResult, read_answer
+from mcp_eventlog_client.models import AppendResult, Lease, read_answer
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,8 @@ DEFAULT_MAX_FRAME_BYTES: Final = 1024 * 1024
 channel (every frame in flight would be resent)."""
 TRY_AGAIN_LATER: Final = 1013
 """The close code of a channel the key may not hold (`too_many_channels`)."""
+MAX_LEASE_FRAME_GENERATIONS: Final = 1_000
+"""The most generations the service renews in one lease frame."""
 DEFAULT_MAX_ANSWER_BYTES: Final = 1024 * 1024
 """An answer to a batch of 1,000 events is about 50 KB."""
 
@@ -87,8 +93,9 @@ class _Frame:
     """One append on its way: sent (perhaps again) until it is answered or fails."""
 
     body: dict[str, Any]
+    reader: Callable[[dict[str, Any]], Any]  # the answer's model (`AppendResult`, `Lease`)
     idempotent: bool
-    future: asyncio.Future[AppendResult]
+    future: asyncio.Future[Any]
     id: int = 0
     sends: int = 0
     link: _Link | None = None
@@ -149,18 +156,44 @@ class AppendChannel:
     async def append(self, body: dict[str, Any]) -> AppendResult:
         """Send one append (the REST body: `events`, `first_seq`, `terminal`, plus
         `generation`) and wait for its answer."""
+        result: AppendResult = await self._send(
+            body, AppendResult.from_json, idempotent=body.get("first_seq") is not None
+        )
+        return result
+
+    async def renew_lease(self, generation: str) -> Lease:
+        """Renew `generation`'s writer lease with a lease frame (`{"generation", "lease":
+        true}`); the REST renewal's answer and errors. A repeat renews again, so it is
+        retried like an append with `first_seq`."""
+        lease: Lease = await self._send(
+            {"generation": generation, "lease": True}, Lease.from_json, idempotent=True
+        )
+        return lease
+
+    async def renew_leases(self, generations: list[str]) -> dict[str, Lease | EventLogError]:
+        """Renew the leases of `generations` (at most `MAX_LEASE_FRAME_GENERATIONS`) with one
+        lease frame (`{"generations": [...], "lease": true}`), renewed by the service in
+        one write; each generation's `Lease`, or the error that refused it."""
+        body = {"generations": generations, "lease": True}
+        outcomes: dict[str, Lease | EventLogError] = await self._send(
+            body, _lease_outcomes, idempotent=True
+        )
+        return outcomes
+
+    async def _send(
+        self, body: dict[str, Any], reader: Callable[[dict[str, Any]], Any], *, idempotent: bool
+    ) -> Any:
         self._bind()
         text_size = _size_hint(body)
         if text_size > self.max_frame_bytes:
             raise self._fallback("frame_too_large", f"about {text_size} bytes")
         if time.monotonic() < self._down_until:
             raise self._fallback("channel_down", "the upgrade was refused a moment ago", quiet=True)
-        idempotent = body.get("first_seq") is not None
         attempts = self.connection.retry.attempts if idempotent else 1
         async with self._slots:
             for attempt in range(attempts):
                 try:
-                    return await self._exchange(body, idempotent)
+                    return await self._exchange(body, reader, idempotent)
                 except EventLogError as error:
                     # A 5xx answer is retried like the REST append's (the frame was
                     # answered, so the channel is fine).
@@ -169,9 +202,11 @@ class AppendChannel:
                     await asyncio.sleep(self.connection.retry.delay(attempt, error.retry_after))
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
-    async def _exchange(self, body: dict[str, Any], idempotent: bool) -> AppendResult:
+    async def _exchange(
+        self, body: dict[str, Any], reader: Callable[[dict[str, Any]], Any], idempotent: bool
+    ) -> Any:
         loop = asyncio.get_running_loop()
-        frame = _Frame(body, idempotent, loop.create_future())
+        frame = _Frame(body, reader, idempotent, loop.create_future())
         try:
             async with self._lock:
                 link = self._link
@@ -332,7 +367,7 @@ class AppendChannel:
         status = doc.get("status")
         if status in (200, 201) and type(status) is int:
             try:
-                result = read_answer(AppendResult.from_json, doc)
+                result = read_answer(frame.reader, doc)
             except MalformedResponse as error:
                 frame.future.set_exception(error)
                 return None
@@ -434,6 +469,20 @@ class AppendChannel:
             pass
         if link.reader is not None:
             link.reader.cancel()
+
+
+def _lease_outcomes(body: dict[str, Any]) -> dict[str, Lease | EventLogError]:
+    """The answer to a many-generation lease frame: each generation's lease or refusal."""
+    outcomes: dict[str, Lease | EventLogError] = {}
+    for entry in body["leases"]:
+        status = entry["status"]
+        if status == 200:
+            lease = Lease.from_json(entry)
+            outcomes[lease.generation] = lease
+        else:
+            token = entry["generation"]
+            outcomes[token] = error_for(int(status), str(entry["code"]), str(entry.get("detail")))
+    return outcomes
 
 
 def _size_hint(body: dict[str, Any]) -> int:

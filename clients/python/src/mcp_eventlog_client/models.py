@@ -66,6 +66,11 @@ def _time(body: dict[str, Any], name: str) -> datetime:
     return datetime.fromisoformat(_str(body, name))
 
 
+def _opt_time(body: dict[str, Any], name: str) -> datetime | None:
+    value = _opt_str(body, name)
+    return None if value is None else datetime.fromisoformat(value)
+
+
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """One event to append: its SSE `data` and optional SSE `event` type."""
@@ -95,6 +100,19 @@ class Generation:
     expired: bool
     created_at: datetime
     supersedes: str | None
+    lease_seconds: int | None = None
+    """The writer lease: a generation neither terminal nor superseded whose lease runs out
+    (no append and no renewal for this long) is abandoned. None from a service without
+    leases."""
+    lease_expires_at: datetime | None = None
+    pipeline: int = 0
+    """How many events the writer may show before the service acknowledged them."""
+    abandoned_at: datetime | None = None
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the service recorded the generation abandoned (its writer's lease ran out)."""
+        return self.abandoned_at is not None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Generation:
@@ -113,6 +131,27 @@ class Generation:
             expired=bool(_of(body, "expired", bool, type(None))),
             created_at=_time(body, "created_at"),
             supersedes=_opt_str(body, "supersedes"),
+            lease_seconds=_opt_int(body, "lease_seconds"),
+            lease_expires_at=_opt_time(body, "lease_expires_at"),
+            pipeline=_opt_int(body, "pipeline") or 0,
+            abandoned_at=_opt_time(body, "abandoned_at"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A renewed writer lease: the generation and when its lease now runs out (None when
+    the service did not say)."""
+
+    generation: str
+    lease_expires_at: datetime | None
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Lease:
+        """Read the answer to a lease renewal (REST or a channel frame)."""
+        return cls(
+            generation=_str(body, "generation"),
+            lease_expires_at=_opt_time(body, "lease_expires_at"),
         )
 
 

@@ -9,15 +9,22 @@ from types import TracebackType
 from typing import Any, Literal, Self, get_args
 from urllib.parse import quote
 
+import anyio
 import httpx
 
-from mcp_eventlog_client.channel import AppendChannel, ChannelUnavailable
+from mcp_eventlog_client.channel import (
+    MAX_LEASE_FRAME_GENERATIONS,
+    AppendChannel,
+    ChannelUnavailable,
+)
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
+from mcp_eventlog_client.errors import EventLogError
 from mcp_eventlog_client.live import Follower, LiveItem
 from mcp_eventlog_client.models import (
     AppendResult,
     EventPage,
     Generation,
+    Lease,
     NewEvent,
     ResumeAnswer,
     StoredEvent,
@@ -118,9 +125,15 @@ class EventLogClient:
         producer: str | None = None,
         max_events: int | None = None,
         ttl_seconds: int | None = None,
+        lease_seconds: int | None = None,
+        pipeline: int | None = None,
     ) -> Generation:
         """Open a new current generation of `stream_id`; the previous one is fenced.
 
+        `lease_seconds` is the writer lease (default: the service's, 30 s): append or
+        `renew_lease` within it, or the generation is abandoned. `pipeline` declares how
+        many events the writer may show before the service acknowledged them (default 0:
+        none); a claim beyond the tail within it is a lost tail, not an invalid id.
         Never retried (see the class docstring): a failure is raised at once.
         """
         options = {
@@ -128,6 +141,8 @@ class EventLogClient:
             "producer": producer,
             "max_events": max_events,
             "ttl_seconds": ttl_seconds,
+            "lease_seconds": lease_seconds,
+            "pipeline": pipeline,
         }
         body = {name: value for name, value in options.items() if value is not None}
         answer = await self.connection.request(
@@ -165,6 +180,55 @@ class EventLogClient:
             retry=first_seq is not None,
         )
         return read_answer(AppendResult.from_json, answer)
+
+    async def renew_lease(self, generation: str) -> Lease:
+        """Renew `generation`'s writer lease (`Abandoned` — problem code `abandoned` —
+        once it has run out; `Superseded`, `TerminalGeneration` once it ended).
+
+        Over the channel when it was chosen (a lease frame), else over REST
+        (`POST /v1/generations/{generation}/lease`); retried like an append with
+        `first_seq`, since a repeat only renews again.
+        """
+        if self.channel is not None:
+            try:
+                return await self.channel.renew_lease(generation)
+            except ChannelUnavailable as unavailable:
+                self.fallbacks[unavailable.reason] += 1
+        answer = await self.connection.request(
+            "POST", f"/v1/generations/{_segment(generation)}/lease", json={}, retry=True
+        )
+        return read_answer(Lease.from_json, answer)
+
+    async def renew_leases(self, generations: Sequence[str]) -> dict[str, Lease | EventLogError]:
+        """Renew the leases of several generations at once; each generation's `Lease`, or
+        the error that refused it (`Abandoned` and the like, per generation).
+
+        Over the channel, one lease frame per 1,000 generations (the service renews each
+        frame's in one write); over REST (or where the channel cannot pass), one request
+        per generation, all at once.
+        """
+        tokens = list(dict.fromkeys(generations))
+        outcomes: dict[str, Lease | EventLogError] = {}
+        if self.channel is not None:
+            try:
+                for start in range(0, len(tokens), MAX_LEASE_FRAME_GENERATIONS):
+                    chunk = tokens[start : start + MAX_LEASE_FRAME_GENERATIONS]
+                    outcomes.update(await self.channel.renew_leases(chunk))
+                return outcomes
+            except ChannelUnavailable as unavailable:
+                self.fallbacks[unavailable.reason] += 1
+
+        async def renew(token: str) -> None:
+            try:
+                outcomes[token] = await self.renew_lease(token)
+            except EventLogError as error:
+                outcomes[token] = error
+
+        async with anyio.create_task_group() as tasks:
+            for token in tokens:
+                if token not in outcomes:
+                    tasks.start_soon(renew, token)
+        return outcomes
 
     async def resume(
         self, last_event_id: str, *, stream_id: str | None = None, limit: int | None = None

@@ -5,9 +5,11 @@
 1. An `unstored:` placeholder, or a token of a generation whose store failed, is refused
    `reset`/`not_stored`; a token this process gave another session, `invalid`/
    `cross_session`. Neither asks the service.
-2. Otherwise the service decides (`resume` on the stream's own route when this process
-   opened the generation, `/v1/resume` when not), within `replay_timeout`. A stream the
-   service names that is not this session's is refused `invalid`/`cross_session`.
+2. Otherwise, once what this process handed out of that generation is acknowledged (a
+   pipelined store; up to `replay_timeout`), the service decides (`resume` on the
+   stream's own route when this process opened the generation, `/v1/resume` when not),
+   within `replay_timeout`. A stream the service names that is not this session's is
+   refused `invalid`/`cross_session`.
 3. `resume`: the stored messages after the id are sent, joined from their parts, page by
    page. When the generation is one another process is still writing (this process did
    not open it) and its response is not among them, the replay follows the generation's
@@ -77,6 +79,8 @@ class ReplaySource(Protocol):
     follow_seconds: float
 
     def owner_of(self, token: str) -> Owner | None: ...
+
+    async def settle(self, token: str) -> None: ...
 
     def writes(self, scope: str, sdk_stream: StreamId, generation: str) -> bool: ...
 
@@ -154,6 +158,9 @@ class Replay:
         if self.last_event_id.startswith(UNSTORED_PREFIX):
             await self._refuse_known(scope, self.store.owner_of(self.last_event_id))
             return None
+        # What this process handed out of the generation is acknowledged first (or the
+        # generation is known broken), so the verdict is on what the client was shown.
+        await self.store.settle(self.last_event_id.rpartition(":")[0])
         known = self.store.owner_of(self.last_event_id.rpartition(":")[0])
         if known is not None and (known.scope != scope or known.broken):
             await self._refuse_known(scope, known)

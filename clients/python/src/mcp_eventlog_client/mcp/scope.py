@@ -62,12 +62,16 @@ class SessionScopes:
 
     The oldest binding is forgotten past the bound (the SDK ends idle sessions without
     telling anyone); a forgotten session's later replays then match nothing and are
-    refused, which is safe.
+    refused, which is safe. `on_end` (if given) is told the key of every session that
+    ended or was forgotten, so what was kept for it (leases to renew) can go too.
     """
 
-    def __init__(self, max_sessions: int = 10_000) -> None:
+    def __init__(
+        self, max_sessions: int = 10_000, on_end: Callable[[str], None] | None = None
+    ) -> None:
         self._keys: OrderedDict[str, str] = OrderedDict()
         self._max_sessions = max_sessions
+        self._on_end = on_end
 
     def key_of(self, session_id: str) -> str | None:
         """The scope key bound to `session_id`, if any."""
@@ -81,11 +85,18 @@ class SessionScopes:
         self._keys[session_id] = key
         self._keys.move_to_end(session_id)
         while len(self._keys) > self._max_sessions:
-            self._keys.popitem(last=False)
+            _, forgotten = self._keys.popitem(last=False)
+            self._ended(forgotten)
 
     def unbind(self, session_id: str) -> None:
         """Forget an ended session."""
-        self._keys.pop(session_id, None)
+        key = self._keys.pop(session_id, None)
+        if key is not None:
+            self._ended(key)
+
+    def _ended(self, key: str) -> None:
+        if self._on_end is not None:
+            self._on_end(key)
 
 
 class SessionScopeMiddleware:

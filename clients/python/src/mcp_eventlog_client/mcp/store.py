@@ -11,13 +11,16 @@ Wire it into an `MCPServer` (the SDK's FastMCP) like this::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import anyio
+import sniffio
 from mcp.server.streamable_http import (
     GET_STREAM_KEY,
     EventCallback,
@@ -29,17 +32,29 @@ from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp
 
 from mcp_eventlog_client import EventLogClient, EventLogError, NewEvent
-from mcp_eventlog_client.errors import Superseded, TerminalGeneration
 from mcp_eventlog_client.mcp.events import events_of
 from mcp_eventlog_client.mcp.names import StreamNames
 from mcp_eventlog_client.mcp.refusal import new_placeholder
 from mcp_eventlog_client.mcp.replay import Owner, Replay, ends_request, take_replayed
 from mcp_eventlog_client.mcp.scope import SessionScopeMiddleware, SessionScopes, current_scope
+from mcp_eventlog_client.pipeline import GenerationPipeline
 from mcp_eventlog_client.writer import AppendTransport, GenerationReason, choose_append_transport
 
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
+
+Durability = Literal["pipelined", "per_event"]
+"""When `store_event` returns: once the message is handed, in order, to the append
+channel (`pipelined`, the default), or once the service committed it (`per_event`)."""
+
+DEFAULT_PIPELINE = 128
+"""Events a stream may run ahead of the service's acknowledgements (the `pipeline` each
+generation is opened with)."""
+DEFAULT_LEASE_SECONDS = 30
+"""The service's default writer lease, used to pace renewals until a generation says."""
+_FENCED = frozenset({"superseded", "terminal", "abandoned"})
+"""Refusals that end a generation for its writer: the next message opens a new one."""
 
 
 @dataclass(slots=True)
@@ -49,6 +64,10 @@ class _Stream:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     generation: str | None = None
     next_seq: int = 1
+    pipeline: GenerationPipeline | None = None
+    """The generation's pipelined writer (pipelined mode), else None."""
+    last_write: float = 0.0
+    """When an acknowledged append last renewed the generation's lease (per-event mode)."""
 
 
 class EventLogEventStore(EventStore):
@@ -59,8 +78,8 @@ class EventLogEventStore(EventStore):
 
     - Each SDK stream of each session gets a generation when this process first writes
       to it; every message is one atomic append with `first_seq` from a local counter (so
-      a retried append can never be stored twice) and its id is the service's
-      `<token>:<seq>`. A message larger than `max_event_bytes` is stored as several
+      a retried append can never be stored twice) and its id is `<token>:<seq>`. A
+      message larger than `max_event_bytes` is stored as several
       `message-part <i>/<n>` events of that one append and joined again on replay (see
       `mcp_eventlog_client.mcp.events`).
     - Priming events (`message is None`) are stored (as SSE type `priming`) and never
@@ -84,6 +103,31 @@ class EventLogEventStore(EventStore):
       across pages, and follows the live tail of a generation another process is still
       writing until its response arrives; anything else fails the client's request with a
       JSON-RPC error `RESUME_REFUSED` carrying the verdict, the reason and the request's id.
+
+    `durability` says what `store_event` waits for (docs/stores.md has the promises):
+
+    - `"pipelined"` (default): the message gets the stream's next id at once and is
+      handed, in order, to the append channel (`GenerationPipeline`); `store_event`
+      returns then, and the service acknowledges behind it, several messages per commit.
+      At most `pipeline` events of a stream are outstanding (declared when its
+      generation is opened): past that, `store_event` waits for the service. A dropped
+      channel resends from the first unacknowledged frame (stored once, by `first_seq`).
+      A replay in this process first waits for what it handed out of that generation to
+      be acknowledged. If the process dies, or a frame cannot be stored, the events it
+      had shown and not stored are lost, visibly: a resume from one is answered
+      `reset` (`lost_tail`, `abandoned` or `superseded`), never `invalid`, never a splice.
+    - `"per_event"`: `store_event` returns after the service committed the message: one
+      round trip and one durable commit per message, on the SDK's path to the client (the
+      SDK awaits the store before it sends), about 20x the store-less call on one core
+      of a loaded machine (docs/performance.md). A message the client sees is stored.
+
+    Either way the store renews the writer leases of the generations it writes while it
+    is alive, however long a tool stays silent (every `lease_seconds` / 3, all of them in
+    one burst of lease frames on the channel); when the process dies the service marks
+    them abandoned after the lease, and their readers are told. A request stream's lease
+    is renewed for `keep_finished_seconds` (300 s) after its response, so a client that
+    lost the response can resume meanwhile; a resume later than that plus the lease is
+    answered `reset`/`abandoned` (the client re-issues the request).
 
     Sessions are kept apart by `asgi_app` (see `mcp_eventlog_client.mcp.scope`): every
     service stream is named after its session's scope key, and nothing of another session
@@ -119,7 +163,21 @@ class EventLogEventStore(EventStore):
         replay_timeout: float = 10.0,
         follow_seconds: float = 300.0,
         append_transport: AppendTransport | None = None,
+        durability: Durability = "pipelined",
+        pipeline: int = DEFAULT_PIPELINE,
+        lease_seconds: int | None = None,
+        keep_finished_seconds: float = 300.0,
     ) -> None:
+        if durability not in get_args(Durability):
+            raise ValueError(f"durability is {durability!r}: one of 'pipelined', 'per_event'")
+        self.durability: Durability = durability
+        self.pipeline = pipeline
+        """Events a stream may run ahead of the service (pipelined mode)."""
+        self.lease_seconds = lease_seconds
+        """The writer lease each generation is opened with (None: the service's default)."""
+        self.keep_finished_seconds = keep_finished_seconds
+        """Seconds a request stream's lease is still renewed after its response, so a
+        client that lost the response can resume it meanwhile."""
         self._owns_client = client is None
         self.client = (
             client
@@ -146,7 +204,7 @@ class EventLogEventStore(EventStore):
         self.failures: Counter[str] = Counter()
         """Failed stores by cause: the service's problem code, `unreachable`, `outage`
         (skipped while the service is down), or `message_too_large`."""
-        self.scopes = SessionScopes(max_sessions)
+        self.scopes = SessionScopes(max_sessions, on_end=self._session_ended)
         self.names = StreamNames()
         # Bounded: a stream that never gets its response (an abandoned GET stream) would
         # otherwise stay forever. A forgotten stream's next write opens a new generation.
@@ -159,6 +217,19 @@ class EventLogEventStore(EventStore):
         # falls back to `/v1/resume` and a check of the stream the service names.
         self._owners: OrderedDict[str, Owner] = OrderedDict()
         self._outage_until = 0.0
+        # The pipelines with events not yet acknowledged, or still written, by token: a
+        # replay waits for its generation's, and `aclose` for all of them.
+        self._pipelines: OrderedDict[str, GenerationPipeline] = OrderedDict()
+        self._lease_seconds = float(lease_seconds or DEFAULT_LEASE_SECONDS)
+        self._renewer: asyncio.Task[None] | None = None
+        # The pipeline of a request stream that ended with events still unacknowledged: a
+        # new generation of the same SDK stream (a reused request id) is opened only once
+        # they are stored, or the new one would fence them out.
+        self._finishing: dict[tuple[str, StreamId], GenerationPipeline] = {}
+        # Finished request generations whose leases are renewed until then (loop time).
+        self._finished: OrderedDict[str, float] = OrderedDict()
+        self.renewals = 0
+        """Lease renewals sent (appends renew too; only silent generations are renewed)."""
 
     @property
     def append_fallbacks(self) -> Counter[str]:
@@ -174,10 +245,27 @@ class EventLogEventStore(EventStore):
         """Wrap the SDK's streamable HTTP app so every call knows its session (required)."""
         return SessionScopeMiddleware(app, self.scopes, on_shutdown=self.aclose)
 
-    async def aclose(self) -> None:
-        """Release the client's connections (if this store created the client)."""
+    async def aclose(self, settle_seconds: float = 5.0) -> None:
+        """Stop renewing leases, wait up to `settle_seconds` for what was handed out to be
+        acknowledged, and release the client's connections (if this store created it)."""
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.cancel()
+        for pipeline in list(self._pipelines.values()):
+            await pipeline.settle(within=settle_seconds)
+            await pipeline.aclose()
+        self._pipelines.clear()
         if self._owns_client:
             await self.client.aclose()
+
+    def _pipelined(self) -> bool:
+        """Pipelined mode, where it can run (its flusher and the channel need asyncio)."""
+        if self.durability != "pipelined":
+            return False
+        try:
+            return sniffio.current_async_library() == "asyncio"
+        except sniffio.AsyncLibraryNotFoundError:
+            return False
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         """Store one message; return its `<token>:<seq>` id. Never raises for the service."""
@@ -192,12 +280,39 @@ class EventLogEventStore(EventStore):
             return replayed
         key = (scope, stream_id)
         stream = self._stream(key)
-        # One append at a time per stream: the local seq counter must follow append order.
-        async with stream.lock:
-            event_id = await self._store(scope, stream_id, stream, message)
-            if _ends_request(stream_id, message) and self._streams.get(key) is stream:
-                del self._streams[key]
+        data = (
+            None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)
+        )
+        # Pipelined, with room in the window and no other store of the stream under way:
+        # handed without awaiting anything, so nothing can come between (the common case,
+        # and the cheapest: no lock, no deadline).
+        event_id = None if stream.lock.locked() else self._hand_now(stream, data)
+        if event_id is None:
+            # One append at a time per stream: the local seq counter follows append order.
+            async with stream.lock:
+                event_id = await self._store(scope, stream_id, stream, data)
+        if _ends_request(stream_id, message) and self._streams.get(key) is stream:
+            # The request's stream is done: its lease is renewed only for
+            # `keep_finished_seconds` more, and its pipeline is forgotten once
+            # acknowledged.
+            del self._streams[key]
+            self._keep_finished(stream)
+            if stream.pipeline is not None and stream.pipeline.unacknowledged:
+                self._finishing[key] = stream.pipeline
+            self._forget(stream)
         return event_id
+
+    def _hand_now(self, stream: _Stream, data: str | None) -> str | None:
+        """The message's id if its stream's pipeline takes it at once, else None."""
+        pipeline = stream.pipeline
+        if pipeline is None or pipeline.error is not None or stream.generation is None:
+            return None
+        if data is not None and len(data) * 3 > self.max_message_bytes:
+            return None  # perhaps too large: `_store` measures it and refuses it
+        if anyio.current_time() < self._outage_until:
+            return None
+        seq = pipeline.try_hand(events_of(data, self.max_event_bytes))
+        return None if seq is None else f"{pipeline.generation}:{seq}"
 
     def _stream(self, key: tuple[str, StreamId]) -> _Stream:
         stream = self._streams.get(key)
@@ -210,11 +325,8 @@ class EventLogEventStore(EventStore):
         return stream
 
     async def _store(
-        self, scope: str, stream_id: StreamId, stream: _Stream, message: JSONRPCMessage | None
+        self, scope: str, stream_id: StreamId, stream: _Stream, data: str | None
     ) -> str:
-        data = (
-            None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)
-        )
         size = 0 if data is None else len(data.encode())
         if size > self.max_message_bytes:
             return self._failed(scope, stream_id, stream, "message_too_large", f"{size} bytes")
@@ -237,13 +349,18 @@ class EventLogEventStore(EventStore):
     async def _append(
         self, scope: str, stream_id: StreamId, stream: _Stream, events: list[NewEvent]
     ) -> str:
+        if self._pipelined():
+            return await self._hand(scope, stream_id, stream, events)
         if stream.generation is None:
             await self._open(scope, stream_id, stream)
         try:
             return await self._append_message(stream, events)
-        except (Superseded, TerminalGeneration) as fenced:
-            # Someone (an operator, another writer) ended this generation: continue in a new
-            # one, so the old ids reset rather than resume into different events.
+        except EventLogError as fenced:
+            if fenced.code not in _FENCED:
+                raise
+            # Someone (an operator, another writer, the lease sweep) ended this generation:
+            # continue in a new one, so the old ids reset rather than resume into
+            # different events.
             log.warning(
                 "generation %s refused an append (%s); opening a new one",
                 stream.generation,
@@ -257,7 +374,29 @@ class EventLogEventStore(EventStore):
         assert stream.generation is not None
         result = await self.client.append(stream.generation, events, first_seq=stream.next_seq)
         stream.next_seq += len(events)
+        stream.last_write = anyio.current_time()
         return result.event_ids[-1]
+
+    async def _hand(
+        self, scope: str, stream_id: StreamId, stream: _Stream, events: list[NewEvent]
+    ) -> str:
+        """Pipelined: the message's id at once; its append follows behind."""
+        pipeline = stream.pipeline
+        if stream.generation is None or pipeline is None or pipeline.error is not None:
+            broke = pipeline is not None and pipeline.error is not None
+            await self._open(scope, stream_id, stream, reason="reset" if broke else None)
+            pipeline = stream.pipeline
+        assert pipeline is not None
+        try:
+            seq = await pipeline.hand(events)
+        except EventLogError:
+            # The pipeline broke (already counted and marked by `_broken`) while this
+            # message waited for the window: it goes into a new generation instead.
+            await self._open(scope, stream_id, stream, reason="reset")
+            pipeline = stream.pipeline
+            assert pipeline is not None
+            seq = await pipeline.hand(events)
+        return f"{pipeline.generation}:{seq}"
 
     async def _open(
         self,
@@ -266,15 +405,139 @@ class EventLogEventStore(EventStore):
         stream: _Stream,
         reason: GenerationReason | None = None,
     ) -> None:
+        pipelined = self._pipelined()
+        previous = self._finishing.pop((scope, stream_id), None)
+        if previous is not None:
+            await previous.settle(within=self.store_timeout)
         generation = await self.client.open_generation(
             self.names.name(scope, stream_id),
             reason=reason,
             producer=self.producer,
             max_events=self.max_events,
             ttl_seconds=self.ttl_seconds,
+            lease_seconds=self.lease_seconds,
+            pipeline=self.pipeline if pipelined else None,
         )
+        if generation.lease_seconds:
+            self._lease_seconds = min(self._lease_seconds, float(generation.lease_seconds))
+        self._forget(stream)
         stream.generation, stream.next_seq = generation.token, 1
+        stream.last_write = anyio.current_time()
         self._own(generation.token, Owner(scope, stream_id))
+        if pipelined:
+            stream.pipeline = GenerationPipeline(
+                self.client,
+                generation.token,
+                window=self.pipeline,
+                give_up_after=self.store_timeout,
+                on_broken=lambda pipeline, error: self._broken(scope, stream_id, pipeline, error),
+            )
+            self._pipelines[generation.token] = stream.pipeline
+            self._prune_pipelines()
+        self._start_renewer()
+
+    def _session_ended(self, scope: str) -> None:
+        """A session ended (or was forgotten): its streams' leases are no longer renewed
+        (what they handed out is still stored), and its next messages, if any, start anew."""
+        for key in [key for key in self._streams if key[0] == scope]:
+            self._forget(self._streams.pop(key))
+
+    def _keep_finished(self, stream: _Stream) -> None:
+        if stream.generation is None or self.keep_finished_seconds <= 0:
+            return
+        self._finished[stream.generation] = anyio.current_time() + self.keep_finished_seconds
+        self._finished.move_to_end(stream.generation)
+        while len(self._finished) > self._max_streams:
+            self._finished.popitem(last=False)
+
+    def _forget(self, stream: _Stream) -> None:
+        """No more is handed to the stream's pipeline (it stays until acknowledged)."""
+        if stream.pipeline is not None:
+            stream.pipeline.finished = True
+            stream.pipeline = None
+
+    def _prune_pipelines(self) -> None:
+        """Forget finished pipelines once acknowledged (or broken), and the oldest past
+        the bound."""
+        for token, pipeline in list(self._pipelines.items()):
+            settled = pipeline.unacknowledged == 0 or pipeline.error is not None
+            if pipeline.finished and settled:
+                del self._pipelines[token]
+        while len(self._pipelines) > self._max_streams:
+            self._pipelines.popitem(last=False)
+        for key, pipeline in list(self._finishing.items()):
+            if pipeline.unacknowledged == 0 or pipeline.error is not None:
+                del self._finishing[key]
+
+    def _broken(
+        self, scope: str, stream_id: StreamId, pipeline: GenerationPipeline, error: EventLogError
+    ) -> None:
+        """A pipeline lost events it had handed out: count it, and refuse its resumes."""
+        self.failures[error.code] += 1
+        if error.status == 0 or error.status >= 500:
+            self._outage_until = anyio.current_time() + self.outage_seconds
+        self._own(pipeline.generation, Owner(scope, stream_id, broken=True))
+
+    async def settle(self, token: str) -> None:
+        """Wait (up to `replay_timeout`) until every event this process handed out of
+        generation `token` is acknowledged, so a replay reads what the client was shown."""
+        pipeline = self._pipelines.get(token)
+        if pipeline is not None:
+            await pipeline.settle(within=self.replay_timeout)
+
+    def _start_renewer(self) -> None:
+        """The lease renewer of this event loop, started with the first generation."""
+        try:
+            loop = asyncio.get_running_loop()
+            library = sniffio.current_async_library()
+        except (RuntimeError, sniffio.AsyncLibraryNotFoundError):
+            return
+        renewer = self._renewer
+        if library != "asyncio" or (
+            renewer is not None and not renewer.done() and renewer.get_loop() is loop
+        ):
+            return
+        self._renewer = loop.create_task(self._renew_leases())
+
+    async def _renew_leases(self) -> None:
+        """Every lease / 3: renew the leases of the generations this process writes that
+        no acknowledged append renewed since the last round, all at once."""
+        while True:
+            interval = self._lease_seconds / 3
+            await asyncio.sleep(interval)
+            try:
+                await self._renew_silent(anyio.current_time() - interval)
+            except Exception:  # the next round tries again; never stop renewing
+                log.exception("renewing the writer leases failed")
+
+    async def _renew_silent(self, written_before: float) -> None:
+        silent = []
+        for stream in list(self._streams.values()):
+            pipeline = stream.pipeline
+            if pipeline is not None and pipeline.error is None:
+                if pipeline.last_write <= written_before:
+                    silent.append(pipeline.generation)
+            elif (
+                pipeline is None
+                and stream.generation is not None
+                and stream.last_write <= written_before
+            ):
+                silent.append(stream.generation)
+        now = anyio.current_time()
+        for token, until in list(self._finished.items()):
+            owner = self._owners.get(token)
+            if until < now or (owner is not None and owner.broken):
+                del self._finished[token]
+            else:
+                silent.append(token)
+        self._prune_pipelines()
+        if not silent:
+            return
+        outcomes = await self.client.renew_leases(silent)
+        self.renewals += len(silent)
+        for token, outcome in outcomes.items():
+            if isinstance(outcome, EventLogError):
+                log.warning("the lease of generation %s was not renewed: %s", token, outcome)
 
     def _own(self, token: str, owner: Owner) -> None:
         self._owners[token] = owner
@@ -305,6 +568,7 @@ class EventLogEventStore(EventStore):
             stream.generation,
         )
         stream.generation, stream.next_seq = None, 1
+        self._forget(stream)
         return placeholder
 
     async def replay_events_after(
