@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import bus, channel_cost, gateway, live, ts_channel
+from bench import bus, channel_cost, failover, gateway, live, ts_channel
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -311,6 +311,9 @@ def table(results: dict[str, Any]) -> str:
     lines += ["", bus.table(results.get("bus"))]
     if results.get("gateway"):
         text = gateway.markdown(results["gateway"])
+        lines += ["", text.replace("# The gateway", "### The gateway", 1)]
+    if results.get("failover"):
+        text = failover.markdown(results["failover"])
         lines += ["", text.replace("# The gateway", "### The gateway", 1)]
     machine = results["machine"]
     lines.append("")

@@ -17,7 +17,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, bus, channel_cost, gateway, live, peers, seed, servers, ts_channel
+from bench import (
+    append_cost,
+    bus,
+    channel_cost,
+    failover,
+    gateway,
+    live,
+    peers,
+    seed,
+    servers,
+    ts_channel,
+)
 from bench.child import measure
 from bench.load import latency_summary
 from bench.plan import Plan
@@ -196,10 +207,14 @@ def run(plan: Plan) -> Results:
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
         if plan.name == "quick":
-            # CI's smoke run stays short: the TypeScript channel and the gateway suites (about
-            # 1.5 min together) run in the full bench, and alone (`python -m bench.ts_channel
-            # --quick`, `python -m bench.gateway --quick`).
-            say("quick plan: the TypeScript channel and gateway suites run in the full bench")
+            # CI's smoke run stays short: the TypeScript channel, gateway and failover suites
+            # (about 2.5 min together) run in the full bench, and alone (`python -m
+            # bench.ts_channel --quick`, `python -m bench.gateway --quick`, `python -m
+            # bench.failover --quick`).
+            say(
+                "quick plan: the TypeScript channel, gateway and failover suites run in the "
+                "full bench"
+            )
         else:
             # Issue 19: the TypeScript store over the append channel (bench/results/ts-channel.*).
             results["ts_channel"] = _timed(
@@ -209,6 +224,8 @@ def run(plan: Plan) -> Results:
             # Issue 18: the gateway against the upstream alone, our store and mcp-persist
             # (bench/results/gateway.md).
             results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)
+            # Issue 29: the recording replica killed mid-call (bench/results/failover.md).
+            results["failover"] = _timed("failover", lambda: failover.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results
