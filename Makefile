@@ -113,7 +113,7 @@ bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the
 bench: $(STAMP) bench-tools  ## the benchmarks (about 15 min): tables on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP) bench-tools  ## the same at small sizes, without the TypeScript channel and gateway suites (about 4 min; CI's smoke run, never asserts times)
+bench-quick: $(STAMP) bench-tools  ## the same at small sizes, without the TypeScript channel, gateway and failover suites (about 4 min; CI's smoke run, never asserts times)
 	$(BIN)/python -m bench --quick
 
 # Debian's Chromium (the console's browser tests, `make screenshots`) with a font, and

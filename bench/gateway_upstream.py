@@ -1,9 +1,10 @@
 """The bench's MCP server for the gateway comparison: the official Python SDK's `MCPServer`
 over Streamable HTTP, `python -m bench.gateway_upstream --port P [--eventlog URL]`.
 
-Its `progress` tool sends n progress notifications (each about `pad` + 100 bytes of JSON),
-then a result. With no `--eventlog` it has no event store (what the gateway and
-mcp-persist's PersistenceProxy stand in front of); with `--eventlog` the same server uses
+Its `progress` tool sends n progress notifications (each about `pad` + 100 bytes of JSON,
+`delay` seconds apart: 0 by default), then a result. With no `--eventlog` it has no event
+store (what the gateway and mcp-persist's PersistenceProxy stand in front of); with
+`--eventlog` the same server uses
 our HTTP `EventLogEventStore` against the service at that URL. `GET /healthz` answers 200.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from starlette.requests import Request
@@ -20,10 +22,13 @@ server = MCPServer("bench-gateway-upstream")
 
 
 @server.tool()
-async def progress(n: int, ctx: Context, pad: int = 0) -> str:
-    """Report progress 1..n, each message padded by `pad` characters, then return."""
+async def progress(n: int, ctx: Context, pad: int = 0, delay: float = 0.0) -> str:
+    """Report progress 1..n, each message padded by `pad` characters and sent `delay`
+    seconds after the one before, then return."""
     padding = "x" * pad
     for step in range(1, n + 1):
+        if delay and step > 1:
+            await anyio.sleep(delay)
         await ctx.report_progress(step, n, f"step {step} {padding}")
     return f"counted to {n}"
 

@@ -22,6 +22,7 @@ from bench import (
     append_cost,
     bus,
     channel_cost,
+    failover,
     gateway,
     live,
     mcp_overhead,
@@ -209,10 +210,14 @@ def run(plan: Plan) -> Results:
         results["live"] = _timed("live", lambda: live.suite(plan, workdir), timings)
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
         if plan.name == "quick":
-            # CI's smoke run stays short: the TypeScript channel, the gateway and the SDK-store
-            # suites run in the full bench, and alone (`python -m bench.ts_channel --quick`,
-            # `python -m bench.gateway --quick`, `python -m bench.mcp_overhead --sdk-calls`).
-            say("quick plan: the TypeScript channel, gateway and SDK-store suites run in full")
+            # CI's smoke run stays short: the TypeScript channel, the gateway, the SDK-store and
+            # the failover suites run in the full bench, and alone (`python -m bench.ts_channel
+            # --quick`, `python -m bench.gateway --quick`, `python -m bench.mcp_overhead
+            # --sdk-calls`, `python -m bench.failover --quick`).
+            say(
+                "quick plan: the TypeScript channel, gateway, SDK-store and failover suites run "
+                "in the full bench"
+            )
         else:
             # Issue 19: the TypeScript store over the append channel (bench/results/ts-channel.*).
             results["ts_channel"] = _timed(
@@ -233,6 +238,8 @@ def run(plan: Plan) -> Results:
             results["sdk_stores"] = _timed(
                 "sdk_stores", lambda: mcp_overhead.sdk_suite(plan, workdir), timings
             )
+            # Issue 29: the recording replica killed mid-call (bench/results/failover.md).
+            results["failover"] = _timed("failover", lambda: failover.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results

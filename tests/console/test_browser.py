@@ -8,6 +8,7 @@ test fails if there were any.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,13 +200,16 @@ def test_explain_highlights_the_deciding_row(page: Page, base: str, seeded: Seed
     banner = page.locator(".verdict-banner")
     expect(banner).to_contain_text("reset")
     expect(banner).to_contain_text("superseded")
+    # The table's rows: 1, 2, 3, 4, 4a, 4b, 5 … 10; row 5 (the seventh) decides.
     rows = page.locator(".decision-table tbody tr")
-    expect(rows).to_have_count(10)
-    classes = [rows.nth(i).get_attribute("class") or "" for i in range(10)]
-    assert [i + 1 for i, c in enumerate(classes) if "decided" in c] == [5]
-    assert all("passed" in c for c in classes[:4])
-    assert all("unreached" in c for c in classes[5:])
-    expect(rows.nth(4)).to_contain_text("decides")
+    expect(rows).to_have_count(12)
+    names = [rows.nth(i).get_attribute("data-row") for i in range(12)]
+    assert names == ["1", "2", "3", "4", "4a", "4b", "5", "6", "7", "8", "9", "10"]
+    classes = [rows.nth(i).get_attribute("class") or "" for i in range(12)]
+    assert [names[i] for i, c in enumerate(classes) if "decided" in c] == ["5"]
+    assert all("passed" in c for c in classes[:6])
+    assert all("unreached" in c for c in classes[7:])
+    expect(rows.nth(6)).to_contain_text("decides")
     expect(page.locator("#would-deliver")).to_contain_text("Start over with 45 events")
     expect(page.locator("#would-deliver a")).to_have_attribute(
         "href", f"#/generations/{third}?after=0"
@@ -424,7 +428,8 @@ def test_tasks_are_listed_by_status_and_shown_with_attempts_and_events(
     expect(page).to_have_url(re.compile(r"status=failed"))
     expect(page.locator("#view-tasks tbody .badge")).to_have_text(["failed"])
     page.click("#view-tasks tbody a")
-    expect(page.locator("#task-outcome")).to_contain_text(HOSTILE)  # as text, never run
+    # The outcome is shown as its JSON, as text (never run): the message JSON-escaped.
+    expect(page.locator("#task-outcome")).to_contain_text(json.dumps(HOSTILE))
     assert page.evaluate("window.__pwned") is None
     page.goto(f"{base}/admin/ui/#/tasks/{task_id}")
     expect(page.locator("#view-task")).to_contain_text("half way")

@@ -86,7 +86,7 @@ def size(value: str) -> int:
 
 
 SERVER = block("server")
-LIVE = block(r"location ~ ^/v1/streams/[^/]+/live$")
+LIVE = block(r"location ~ ^/v1/(streams|tasks)/[^/]+/live$")
 CHANNEL = block("location = /v1/append")
 
 
@@ -124,11 +124,15 @@ async def test_the_proxys_413_is_the_services_own_problem(tmp_path: Path) -> Non
 def test_every_live_route_is_unbuffered() -> None:
     assert one(LIVE, "proxy_buffering") == "off"
     assert one(LIVE, "gzip") == "off"
-    pattern = re.compile(r"^/v1/streams/[^/]+/live$")
+    pattern = re.compile(r"^/v1/(streams|tasks)/[^/]+/live$")
     app = create_app(Settings(database_url="sqlite+aiosqlite:///:memory:", keys=()))
     live = [path for path in app.openapi()["paths"] if path.endswith("/live")]
-    assert live == ["/v1/streams/{stream_id}/live"]
-    assert all(pattern.match(path.replace("{stream_id}", "sess-1.req-7")) for path in live)
+    assert live == ["/v1/streams/{stream_id}/live", "/v1/tasks/{task_id}/live"]
+    examples = {"{stream_id}": "sess-1.req-7", "{task_id}": "u2Fq0cT9bX1wYd7eKkP3rA"}
+    for path in live:
+        for name, value in examples.items():
+            path = path.replace(name, value)
+        assert pattern.match(path), path
 
 
 def test_requests_reach_the_replicas_as_the_client_sent_them() -> None:

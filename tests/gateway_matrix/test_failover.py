@@ -76,8 +76,7 @@ async def test_the_recording_replica_killed_mid_call_ends_the_call_visibly_on_th
             ended = time.monotonic() - killed
         (error,) = run.of(0, "error")
         assert error["code"] == RECORDING_LOST, run.lines
-        if client != "ts-v1":  # SDK 1.x keeps only the message of an error it was sent
-            assert error["data"]["reason"] == "abandoned", run.lines
+        assert error["data"]["reason"] == "abandoned", run.lines
         assert progress_of(run, 0) == [1, 2, 3, 4], run.lines
         assert not run.of(0, "result"), run.lines
         assert ended <= WITHIN_SECONDS, f"the error came {ended:.1f} s after the kill"
