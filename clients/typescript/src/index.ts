@@ -16,6 +16,7 @@
  */
 
 export * from "./writer.js";
+export { InvalidTransition, UnknownAttempt, UnknownTask } from "./errors.js";
 export {
   MESSAGE_EVENT,
   PART_EVENT,
