@@ -82,6 +82,8 @@ from mcp_eventlog_client.models import (
     StoredEvent,
     StreamView,
 )
+from mcp_eventlog_client.task_runner import RunningTask, TaskFailed, TaskRun, TaskRunner
+from mcp_eventlog_client.tasks import InputAnswer, Task, TaskAppend, TaskClient, TaskEventsPage
 from mcp_eventlog_client.verdict import Verdict
 from mcp_eventlog_client.writer import AppendTransport, EventLogClient
 
@@ -113,6 +115,7 @@ __all__ = [
     "HeadersTooLarge",
     "HostNotAllowed",
     "HttpError",
+    "InputAnswer",
     "InternalError",
     "InvalidJson",
     "InvalidTransition",
@@ -133,6 +136,7 @@ __all__ = [
     "ResponseTooLarge",
     "ResumeAnswer",
     "RetryPolicy",
+    "RunningTask",
     "SchemaNotCurrent",
     "SeqConflict",
     "SeqGap",
@@ -143,6 +147,13 @@ __all__ = [
     "StoredEvent",
     "StreamView",
     "Superseded",
+    "Task",
+    "TaskAppend",
+    "TaskClient",
+    "TaskEventsPage",
+    "TaskFailed",
+    "TaskRun",
+    "TaskRunner",
     "TerminalGeneration",
     "TooManyConnections",
     "TooManyPages",
