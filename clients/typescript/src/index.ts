@@ -17,6 +17,8 @@
 
 export * from "./writer.js";
 export { InvalidTransition, UnknownAttempt, UnknownTask } from "./errors.js";
+export * from "./tasks.js";
+export * from "./task-runner.js";
 export {
   MESSAGE_EVENT,
   PART_EVENT,
