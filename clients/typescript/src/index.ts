@@ -19,6 +19,7 @@ export * from "./writer.js";
 export { InvalidTransition, UnknownAttempt, UnknownTask } from "./errors.js";
 export * from "./tasks.js";
 export * from "./task-runner.js";
+export * from "./mcp-tasks.js";
 export {
   MESSAGE_EVENT,
   PART_EVENT,
