@@ -218,6 +218,31 @@ async def test_the_runner_fails_a_task_whose_coroutine_raises(tasks: TaskClient)
     assert nonsense.error["code"] == -32603
 
 
+async def test_work_that_fails_before_it_runs_still_settles_its_task(tasks: TaskClient) -> None:
+    runner = TaskRunner(tasks, lease_seconds=5)
+    created: list[str] = []
+    create = tasks.create
+
+    async def recording_create(**options: Any) -> Task:
+        task = await create(**options)
+        created.append(task.task_id)
+        return task
+
+    def not_a_coroutine(run: TaskRun) -> Any:
+        raise ValueError("no such job")
+
+    tasks.create = recording_create  # type: ignore[method-assign]
+    try:
+        with pytest.raises(ValueError, match="no such job"):
+            await runner.start(not_a_coroutine, principal="hank")
+    finally:
+        del tasks.create
+    # The task it stored is failed with the error, not left working.
+    failed = await tasks.get(created[0], principal="hank")
+    assert failed.status == "failed"
+    assert failed.error == {"code": -32603, "message": "no such job"}
+
+
 async def test_a_cancel_stops_the_coroutine_and_the_task_stays_cancelled(
     tasks: TaskClient,
 ) -> None:

@@ -247,7 +247,13 @@ class TaskRunner:
             producer=self.producer,
         )
         run = TaskRun(self.tasks, task, self.poll_seconds, principal)
-        body = asyncio.ensure_future(work(run))
+        try:
+            body = asyncio.ensure_future(work(run))
+        except Exception as wrong:
+            # `work` raised before it could run (not a coroutine function, a bad argument):
+            # the stored task still settles, failed with why.
+            await self._settle(run, "failed", error=error_of(wrong))
+            raise
         job = asyncio.get_running_loop().create_task(self._drive(run, body))
         running = RunningTask(task, job, run, body)
         self._running.add(running)
