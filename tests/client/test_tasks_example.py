@@ -5,9 +5,12 @@ tool on one and reading the task on the other."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from mcp.client.client import Client
 from mcp_eventlog_client.mcp.tasks import GetTaskRequest, PollTasks, TaskIdParams, send_task_request
@@ -64,3 +67,39 @@ async def test_two_processes_of_the_example_serve_one_task(replicas: list[str]) 
         # The SDK's client, resolving the task transparently through the other process.
         result = await second.call_tool("slow_compute", {"n": 5})
         assert result.content[0].text == "10"  # type: ignore[union-attr]
+
+
+async def test_a_tasks_request_whose_mcp_name_names_another_task_is_refused(
+    replicas: list[str],
+) -> None:
+    one, _ = replicas
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tasks/get",
+        "params": {"taskId": "A" * 22, "_meta": meta},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tasks/get",
+    }
+    async with httpx.AsyncClient() as http:
+        matching = await http.post(one, json=body, headers={**headers, "mcp-name": "A" * 22})
+        other = await http.post(one, json=body, headers={**headers, "mcp-name": "B" * 22})
+    assert _answer(matching.text)["error"]["code"] == -32602  # unknown: the names agree
+    assert _answer(other.text)["error"]["code"] == -32020
+
+
+def _answer(text: str) -> dict[str, Any]:
+    if not text.startswith("{"):
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    answer: dict[str, Any] = json.loads(text)
+    return answer

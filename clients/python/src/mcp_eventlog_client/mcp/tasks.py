@@ -24,7 +24,8 @@ handlers of its own. This extension:
   `-32021` for a tool named in `required`;
 - serves `tasks/get`, `tasks/update` and `tasks/cancel` from the log, so a replica that
   never saw the task answers them: an unknown, expired or another principal's task is
-  `-32602`, as the extension says.
+  `-32602`, as the extension says; a requester that did not declare the extension
+  `-32021`; an `Mcp-Name` header naming another task than `params.taskId` `-32020`.
 
 The principal a task is bound to is `principal(ctx)` (default: none, so the 128-bit task id
 is the capability). Inside the tool, `current_task_run()` is the `TaskRun` (progress
@@ -136,6 +137,19 @@ def _not_found(task_id: str) -> MCPError:
     return MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
 
 
+HEADER_MISMATCH = -32020
+
+
+def _check(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
+    """The request declared the extension (-32021), and its `Mcp-Name` header, where the
+    transport carries one, names the task of its params (-32020)."""
+    require_client_extension(ctx, TASKS_EXTENSION)
+    headers = getattr(ctx.request, "headers", None)
+    named = headers.get("mcp-name") if headers is not None else None
+    if named is not None and named != task_id:
+        raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name does not match params.taskId")
+
+
 def _declared(ctx: ServerRequestContext[Any, Any]) -> bool:
     try:
         require_client_extension(ctx, TASKS_EXTENSION)
@@ -210,7 +224,7 @@ class EventLogTasks(Extension):
         return {"resultType": "task", **started.task.to_mcp()}
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
-        require_client_extension(ctx, TASKS_EXTENSION)
+        _check(ctx, params.task_id)
         try:
             task = await self.tasks.get(params.task_id, principal=self.principal(ctx))
         except UnknownTask:
@@ -218,7 +232,7 @@ class EventLogTasks(Extension):
         return {"resultType": "complete", **task.to_mcp()}
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
-        require_client_extension(ctx, TASKS_EXTENSION)
+        _check(ctx, params.task_id)
         try:
             await self.tasks.answer(
                 params.task_id, params.input_responses, principal=self.principal(ctx)
@@ -230,7 +244,7 @@ class EventLogTasks(Extension):
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
-        require_client_extension(ctx, TASKS_EXTENSION)
+        _check(ctx, params.task_id)
         try:
             await self.tasks.cancel(params.task_id, principal=self.principal(ctx))
         except UnknownTask:
