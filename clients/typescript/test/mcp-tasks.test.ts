@@ -205,6 +205,40 @@ describe("the tasks extension on SDK 2.x servers", () => {
       assert.equal(error.code, -32602);
       return true;
     });
+
+    // An Mcp-Name header naming another task than params.taskId: -32020 (SDK 2.4.0 checks it
+    // before the handler; the handler's own check is for transports that do not).
+    const mismatched = await fetch(two, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": "tasks/get",
+        "mcp-name": "B".repeat(22),
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 99,
+        method: "tasks/get",
+        params: {
+          taskId,
+          _meta: {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
+            "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS_EXTENSION]: {} } },
+          },
+        },
+      }),
+    });
+    const text = await mismatched.text();
+    const body = text.startsWith("{")
+      ? text
+      : (text
+          .split("\n")
+          .find((line) => line.startsWith("data:"))
+          ?.slice(5) ?? text);
+    assert.equal((JSON.parse(body) as { error?: { code: number } }).error?.code, -32020, body);
   });
 
   it("settles a thrown JSON-RPC error as failed", async () => {
