@@ -83,6 +83,8 @@ export interface ServiceRequest {
   readonly retry: boolean;
   /** Aborts the request (and its retries) with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
+  /** This request's deadline per attempt, instead of the connection's (a long-poll). */
+  readonly timeoutMs?: number | undefined;
 }
 
 function environment(name: string): string | undefined {
@@ -140,7 +142,7 @@ export class ServiceConnection {
   private async attempt(request: ServiceRequest): Promise<Outcome> {
     // One deadline for the whole attempt, answer body included: a service that drips its
     // answer a byte at a time is cut like one that never answers.
-    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const timeout = AbortSignal.timeout(request.timeoutMs ?? this.timeoutMs);
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout;
     const headers: Record<string, string> = { ...this.headers, accept: "application/json" };
     let body: string | undefined;

@@ -105,6 +105,24 @@ export class UnknownStream extends ServiceRefusal {
   static override readonly statuses = [404];
 }
 
+/** 404: no task of this id the caller may see (never issued, expired, or another's). */
+export class UnknownTask extends ServiceRefusal {
+  static override readonly code = "unknown_task";
+  static override readonly statuses = [404];
+}
+
+/** 409: the worker's `attempt` of a task was never started. */
+export class UnknownAttempt extends ServiceRefusal {
+  static override readonly code = "unknown_attempt";
+  static override readonly statuses = [409];
+}
+
+/** 409: a task status change its current status does not allow (`working → working`). */
+export class InvalidTransition extends ServiceRefusal {
+  static override readonly code = "invalid_transition";
+  static override readonly statuses = [409];
+}
+
 /** 404: no such route. */
 export class NotFound extends ServiceRefusal {
   static override readonly code = "not_found";
@@ -383,6 +401,9 @@ const BY_CODE: ReadonlyMap<string, RefusalClass> = new Map(
     BeyondTail,
     UnknownGeneration,
     UnknownStream,
+    UnknownTask,
+    UnknownAttempt,
+    InvalidTransition,
     NotFound,
     Evicted,
     Expired,

@@ -18,6 +18,11 @@
 export * from "./writer.js";
 export { DEFAULT_LEASE_SECONDS, LeaseKeeper } from "./lease.js";
 export { GenerationPipeline, type PipelineOptions } from "./pipeline.js";
+export { InvalidTransition, UnknownAttempt, UnknownTask } from "./errors.js";
+export * from "./tasks.js";
+export * from "./task-runner.js";
+export * from "./mcp-tasks.js";
+export { EventLogTaskStoreV1, type TaskV1 } from "./task-store-v1.js";
 export {
   MESSAGE_EVENT,
   PART_EVENT,

@@ -57,9 +57,18 @@ export interface FollowOptions {
 const EVENT_ID = /^([A-Za-z0-9_-]+):(\d+)$/;
 
 /** The events of one live connection to `streamId`, until the service closes it. */
-export async function* follow(
+export function follow(
   connection: ServiceConnection,
   streamId: string,
+  options: FollowOptions = {},
+): AsyncGenerator<LiveEvent, void, undefined> {
+  return followPath(connection, `/v1/streams/${encodeURIComponent(streamId)}/live`, options);
+}
+
+/** The events of one live connection to a live route (`path`: a stream's or a task's). */
+export async function* followPath(
+  connection: ServiceConnection,
+  path: string,
   options: FollowOptions = {},
 ): AsyncGenerator<LiveEvent, void, undefined> {
   const idleMs = options.idleTimeoutMs ?? 60_000;
@@ -74,7 +83,6 @@ export async function* follow(
   try {
     const headers: Record<string, string> = {};
     if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId;
-    const path = `/v1/streams/${encodeURIComponent(streamId)}/live`;
     const response = await connection.openStream(path, headers, signal).catch((error: unknown) => {
       throw signal.aborted ? signal.reason : error;
     });

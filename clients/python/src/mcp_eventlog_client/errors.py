@@ -150,6 +150,27 @@ class UnknownStream(ServiceRefusal):
     http_status = 404
 
 
+class UnknownTask(ServiceRefusal):
+    """404: no task of this id the caller may see (never issued, expired, or another's)."""
+
+    code = "unknown_task"
+    http_status = 404
+
+
+class UnknownAttempt(ServiceRefusal):
+    """409: the worker's `attempt` of a task was never started."""
+
+    code = "unknown_attempt"
+    http_status = 409
+
+
+class InvalidTransition(ServiceRefusal):
+    """409: a task status change its current status does not allow (`working → working`)."""
+
+    code = "invalid_transition"
+    http_status = 409
+
+
 class NotFound(ServiceRefusal):
     """404: no such route."""
 
