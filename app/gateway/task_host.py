@@ -168,7 +168,7 @@ class TaskHost:
                 return _json(wire.result(request_id, {"resultType": "complete"}))
             return await self._stream(request_id, task_id, params, principal)
         except UnknownTask:
-            return _json(wire.error(request_id, wire.INVALID_PARAMS, f"unknown task {task_id}"))
+            return _json(wire.error(request_id, wire.INVALID_PARAMS, "unknown task"))
 
     async def _update(
         self, request_id: object, task_id: str, params: dict[str, Any], principal: str | None
