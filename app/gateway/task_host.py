@@ -13,6 +13,8 @@ For a 2026-07-28 POST it answers, or leaves to plain forwarding (`None`):
   `Mcp-Name` checked against `taskId` (-32020, HTTP 400); unknown, expired and another
   principal's tasks are one answer, -32602; `tasks/result` and `tasks/list` (removed by
   the extension) are -32601;
+- `subscriptions/listen` asking for `taskIds` only: `notifications/tasks` from the log
+  (`app.gateway.task_listen`), on any replica;
 - `tasks/stream` (SEP-2694 draft): the task's events after `after` as an SSE response of
   notifications (`id:` the event's seq), ended by the task's answer once it settled;
   `after` before what is retained is -32010 `events_gone` with `data.earliestSeq`.
@@ -31,6 +33,7 @@ from starlette.responses import Response, StreamingResponse
 from app.errors import PageOutOfRange, TaskConflict, TaskEventsGone, UnknownTask
 from app.gateway import task_wire as wire
 from app.gateway.task_calls import Unanswered, call
+from app.gateway.task_listen import TaskListener, task_ids_only
 from app.gateway.task_spec import TaskSpec
 from app.gateway.task_worker import TaskWorkers
 from app.gateway.upstream import Upstream
@@ -65,7 +68,8 @@ class TaskHost:
         self._upstream = upstream
         self._tenant = tenant
         self._lease_seconds = lease_seconds
-        self.workers = TaskWorkers(tasks, upstream, tenant, lease_seconds, self._changed)
+        self.workers = TaskWorkers(tasks, upstream, tenant, lease_seconds)
+        self._listener = TaskListener(tasks, tenant)
 
     async def answer(
         self, body: bytes, headers: list[tuple[str, str]], principal: str | None
@@ -89,7 +93,20 @@ class TaskHost:
             return await self._tool_call(message, params, headers, principal)
         if method in ("server/discover", "tools/list"):
             return await self._augmented(method, message, headers)
+        if method == "subscriptions/listen":
+            return self._listen(request_id, params, principal)
         return None
+
+    def _listen(
+        self, request_id: object, params: dict[str, Any], principal: str | None
+    ) -> Response | None:
+        task_ids = task_ids_only(params)
+        if task_ids is None:
+            return None
+        if not wire.declared(params):
+            return _json(wire.missing_capability(request_id, "a taskIds subscription"))
+        frames = self._listener.frames(request_id, task_ids, principal)
+        return StreamingResponse(frames, media_type="text/event-stream")
 
     async def _augmented(
         self, method: str, message: dict[str, Any], headers: list[tuple[str, str]]
@@ -183,11 +200,8 @@ class TaskHost:
         return _json(wire.result(request_id, {"resultType": "complete"}))
 
     async def _cancel(self, task_id: str, principal: str | None) -> None:
-        before = await self._tasks.get(self._tenant, task_id, principal)
-        task = await self._tasks.cancel(self._tenant, task_id, principal)
+        await self._tasks.cancel(self._tenant, task_id, principal)
         self.workers.cut(task_id)
-        if not before.state.terminal:
-            await self._changed(task)
 
     async def _stream(
         self, request_id: object, task_id: str, params: dict[str, Any], principal: str | None
@@ -224,9 +238,6 @@ class TaskHost:
         settled = await self._tasks.get(self._tenant, task.task_id, principal)
         final = wire.result(request_id, wire.detailed(settled)).decode()
         yield f"event: message\ndata: {final}\n\n".encode()
-
-    async def _changed(self, task: TaskRecord) -> None:
-        """A task's status changed (the hook `notifications/tasks` hangs on)."""
 
     async def close(self) -> None:
         """Stop the calls this replica runs."""

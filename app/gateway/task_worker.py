@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.domain.append import EventBody
@@ -32,7 +31,6 @@ from app.service.tasks import TaskService
 from app.storage.tasks import TaskRecord
 
 log = logging.getLogger(__name__)
-Changed = Callable[[TaskRecord], Awaitable[None]]
 _INPUT_POLL_SECONDS = 0.1
 
 
@@ -49,13 +47,11 @@ class TaskWorkers:
         upstream: Upstream,
         tenant: str,
         lease_seconds: int,
-        on_change: Changed,
     ) -> None:
         self._tasks = tasks
         self._upstream = upstream
         self._tenant = tenant
         self._renew_every = max(0.2, lease_seconds / 3)
-        self._on_change = on_change
         self._running: dict[str, asyncio.Task[None]] = {}
 
     def start(
@@ -93,8 +89,12 @@ class TaskWorkers:
         finally:
             if not rounds.done():
                 rounds.cancel()
-            with contextlib.suppress(asyncio.CancelledError, _Stopped):
+            try:
                 await rounds
+            except (asyncio.CancelledError, _Stopped):
+                pass
+            except Exception:  # renewals stop with it: the lease rule settles the task
+                log.exception("task %s: the worker failed", task.task_id)
 
     async def _renewed(self, task: TaskRecord) -> bool:
         try:
@@ -158,12 +158,11 @@ class TaskWorkers:
 
     async def _settle(self, task: TaskRecord, status: TaskStatus, **payload: Any) -> None:
         try:
-            moved = await self._tasks.transition(
+            await self._tasks.transition(
                 self._tenant, task.task_id, attempt=task.attempt, status=status, **payload
             )
         except (TaskConflict, UnknownTask):
             raise _Stopped from None
-        await self._on_change(moved)
 
     async def _event(self, task: TaskRecord, note: dict[str, Any]) -> None:
         body = EventBody(data=json.dumps(note), event=str(note.get("method", "message")))

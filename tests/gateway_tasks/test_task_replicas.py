@@ -181,3 +181,45 @@ async def test_tasks_stream_before_retention_is_events_gone(replicas: Replicas) 
 
 async def settled(client: httpx.AsyncClient, url: str, task_id: str) -> bool:
     return (await task_of(client, url, task_id))["status"] == "completed"
+
+
+async def test_task_notifications_reach_a_listen_stream_on_the_other_replica(
+    replicas: Replicas,
+) -> None:
+    first, second = replicas.mcp(replicas.first), replicas.mcp(replicas.second)
+    async with httpx.AsyncClient(timeout=30) as client:
+        params = {"name": "confirm_delete", "arguments": {"filename": "n.txt"}}
+        created = await ask(client, first, "tools/call", params, credential="alice")
+        task_id = created["result"]["taskId"]
+        listen = {"notifications": {"taskIds": [task_id, "not-a-task"]}}
+        body = json.dumps(message("subscriptions/listen", listen))
+        sent = headers("subscriptions/listen", listen, "alice")
+        heard: list[dict[str, Any]] = []
+        async with (
+            asyncio.timeout(30),
+            client.stream("POST", second, content=body, headers=sent) as stream,
+        ):
+            async for line in stream.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                heard.append(json.loads(line[6:]))
+                status = heard[-1]["params"].get("status")
+                if status == "input_required":
+                    answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+                    update = {"taskId": task_id, "inputResponses": answer}
+                    await ask(client, first, "tasks/update", update, credential="alice")
+                if status == "completed":
+                    break
+    acknowledged, *notes = heard
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert acknowledged["params"]["notifications"] == {"taskIds": [task_id]}
+    assert {n["method"] for n in notes} == {"notifications/tasks"}
+    assert all(n["params"]["taskId"] == task_id for n in notes)
+    statuses = [n["params"]["status"] for n in notes]
+    assert statuses[statuses.index("input_required") :][-1] == "completed"
+    assert notes[-1]["params"]["result"]["content"][0]["text"] == "deleted n.txt"
+    subscription = acknowledged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+    assert all(
+        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == subscription
+        for n in notes
+    )
