@@ -24,7 +24,7 @@ from typing import Any
 
 from app.domain.append import EventBody
 from app.domain.tasks import TaskStatus
-from app.errors import TaskConflict, UnknownTask, UpstreamUnavailable
+from app.errors import StorageUnavailable, TaskConflict, UnknownTask, UpstreamUnavailable
 from app.gateway.task_calls import Unanswered, call
 from app.gateway.upstream import Upstream
 from app.service.tasks import TaskService
@@ -32,6 +32,8 @@ from app.storage.tasks import TaskRecord
 
 log = logging.getLogger(__name__)
 _INPUT_POLL_SECONDS = 0.1
+_RETRY_FIRST_SECONDS = 0.25
+_RETRY_MAX_SECONDS = 2.0
 
 
 class _Stopped(Exception):
@@ -149,6 +151,9 @@ class TaskWorkers:
                 seen = await self._tasks.get(self._tenant, task.task_id, task.principal)
             except UnknownTask:
                 raise _Stopped from None
+            except StorageUnavailable:
+                await asyncio.sleep(_RETRY_MAX_SECONDS)
+                continue
             if seen.state.terminal:
                 raise _Stopped
             answered = seen.input_responses or {}
@@ -157,12 +162,22 @@ class TaskWorkers:
             await asyncio.sleep(_INPUT_POLL_SECONDS)
 
     async def _settle(self, task: TaskRecord, status: TaskStatus, **payload: Any) -> None:
-        try:
-            await self._tasks.transition(
-                self._tenant, task.task_id, attempt=task.attempt, status=status, **payload
-            )
-        except (TaskConflict, UnknownTask):
-            raise _Stopped from None
+        pause = _RETRY_FIRST_SECONDS
+        while True:
+            try:
+                await self._tasks.transition(
+                    self._tenant, task.task_id, attempt=task.attempt, status=status, **payload
+                )
+                return
+            except (TaskConflict, UnknownTask):
+                # Settled meanwhile — or by an earlier try whose answer the outage lost.
+                raise _Stopped from None
+            except StorageUnavailable:
+                # The outcome is held here until the database is back: a settle is never
+                # dropped (the lease, renewed meanwhile when it can be, bounds the wait).
+                log.warning("task %s: the database is unavailable; settling again", task.task_id)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _RETRY_MAX_SECONDS)
 
     async def _event(self, task: TaskRecord, note: dict[str, Any]) -> None:
         body = EventBody(data=json.dumps(note), event=str(note.get("method", "message")))
