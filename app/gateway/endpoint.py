@@ -287,7 +287,7 @@ class Gateway:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         if self._task_host is not None:
-            await self._task_host.close()
+            await self._task_host.close(max(0.0, deadline - loop.time()))
         await self._upstream.aclose()
 
 

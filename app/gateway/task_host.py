@@ -239,9 +239,9 @@ class TaskHost:
         final = wire.result(request_id, wire.detailed(settled)).decode()
         yield f"event: message\ndata: {final}\n\n".encode()
 
-    async def close(self) -> None:
-        """Stop the calls this replica runs."""
-        await self.workers.close()
+    async def close(self, grace: float) -> None:
+        """Stop the calls this replica runs (after up to `grace` seconds)."""
+        await self.workers.close(grace)
 
 
 def _header_mismatch(headers: list[tuple[str, str]], method: str, name: object) -> str | None:

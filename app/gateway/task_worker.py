@@ -31,7 +31,10 @@ from app.service.tasks import TaskService
 from app.storage.tasks import TaskRecord
 
 log = logging.getLogger(__name__)
-_INPUT_POLL_SECONDS = 0.1
+# Waiting for input, the log is read every 0.1 s at first, then less often (up to 1 s): a
+# prompt answer is taken at once, a requester that takes an hour costs a read a second.
+_INPUT_POLL_FIRST_SECONDS = 0.1
+_INPUT_POLL_MAX_SECONDS = 1.0
 _RETRY_FIRST_SECONDS = 0.25
 _RETRY_MAX_SECONDS = 2.0
 
@@ -70,9 +73,13 @@ class TaskWorkers:
         if runner is not None:
             runner.cancel()
 
-    async def close(self) -> None:
-        """Stop every call (their tasks are then settled by the lease rule)."""
+    async def close(self, grace: float) -> None:
+        """Let the calls in flight finish for up to `grace` seconds, then stop the rest
+        (their tasks are then settled `worker_lost` by the lease rule)."""
         running = list(self._running.values())
+        if running:
+            log.info("waiting up to %s s for %d task call(s) to finish", grace, len(running))
+            await asyncio.wait(running, timeout=grace)
         for runner in running:
             runner.cancel()
         for runner in running:
@@ -146,6 +153,7 @@ class TaskWorkers:
 
     async def _answers(self, task: TaskRecord, keys: set[str]) -> dict[str, Any]:
         """The requester's answers to every key, once all are given (from any replica)."""
+        pause = _INPUT_POLL_FIRST_SECONDS
         while True:
             try:
                 seen = await self._tasks.get(self._tenant, task.task_id, task.principal)
@@ -159,7 +167,8 @@ class TaskWorkers:
             answered = seen.input_responses or {}
             if keys <= set(answered):
                 return {k: answered[k] for k in keys}
-            await asyncio.sleep(_INPUT_POLL_SECONDS)
+            await asyncio.sleep(pause)
+            pause = min(pause * 1.5, _INPUT_POLL_MAX_SECONDS)
 
     async def _settle(self, task: TaskRecord, status: TaskStatus, **payload: Any) -> None:
         pause = _RETRY_FIRST_SECONDS
