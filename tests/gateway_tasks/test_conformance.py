@@ -22,6 +22,8 @@ import pytest
 from tests.gateway_tasks.conftest import round_robin, task_gateway, task_upstream
 from tests.support.conformance_suite import TASK_SCENARIOS, run_scenario
 from tests.support.databases import empty_postgres
+from tests.support.soak import soak_enabled
+from tests.support.task_requester import ask
 
 pytestmark = [pytest.mark.process]
 
@@ -41,7 +43,8 @@ def one_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 def two_gateways(
     postgres_database: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Path]]:
-    """Two gateways on one PostgreSQL database behind the round-robin balancer."""
+    """Two gateways on one PostgreSQL database behind the round-robin balancer (their
+    upstream's base URL is the workdir's `upstream` file)."""
     workdir = tmp_path_factory.mktemp("tasks-two")
     asyncio.run(empty_postgres(postgres_database))
     with (
@@ -50,6 +53,7 @@ def two_gateways(
         task_gateway(upstream, postgres_database, workdir) as second,
         round_robin(first, second) as balancer,
     ):
+        (workdir / "upstream").write_text(upstream.base_url)
         yield f"{balancer.base_url}/mcp", workdir
 
 
@@ -89,3 +93,37 @@ def test_both_replicas_served_the_tasks(two_gateways: tuple[str, Path]) -> None:
     for replica in served:
         assert replica.get("POST tools/call", 0) > 0, served
         assert replica.get("POST tasks/get", 0) > 0, served
+
+
+@pytest.mark.postgresql
+async def test_many_tasks_across_both_replicas_are_each_created_once_and_settled_once(
+    two_gateways: tuple[str, Path],
+) -> None:
+    """Tasks created concurrently through the balancer (every other request to the other
+    replica), each polled to its end: every task is its own (its own id, its own result,
+    completed), and every call reached the upstream exactly once."""
+    count = 1000 if soak_enabled() else 200
+    url, workdir = two_gateways
+    calls = f"{(workdir / 'upstream').read_text()}/test/calls"
+    gate = asyncio.Semaphore(32)
+    async with httpx.AsyncClient(timeout=60) as client:
+
+        async def one(n: int) -> tuple[str, dict[str, Any]]:
+            async with gate:
+                params = {"name": "slow_compute", "arguments": {"seconds": 0, "label": f"m{n}"}}
+                task_id: str = (await ask(client, url, "tools/call", params))["result"]["taskId"]
+                while True:
+                    seen = await ask(client, url, "tasks/get", {"taskId": task_id})
+                    if seen["result"]["status"] != "working":
+                        return task_id, seen["result"]
+                    await asyncio.sleep(0.1)
+
+        before = (await client.get(calls)).json()
+        settled = await asyncio.gather(*(one(n) for n in range(count)))
+        after = (await client.get(calls)).json()
+    assert len({task_id for task_id, _ in settled}) == count
+    unsettled = [(s["status"], s.get("error")) for _, s in settled if s["status"] != "completed"]
+    assert not unsettled, unsettled[:3]
+    texts = [seen["result"]["content"][0]["text"] for _, seen in settled]
+    assert texts == [f"computed m{n}" for n in range(count)]
+    assert after["slow_compute"] - before.get("slow_compute", 0) == count
