@@ -223,3 +223,29 @@ async def test_task_notifications_reach_a_listen_stream_on_the_other_replica(
         n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == subscription
         for n in notes
     )
+
+
+async def test_a_cancel_on_the_other_replica_cuts_the_upstream_call(replicas: Replicas) -> None:
+    """The replica running the call learns of a cancel taken by the other at its next
+    renewal (a third of the lease) and closes the upstream call, which the upstream sees
+    cut; the task stays `cancelled`."""
+    calls = f"{replicas.upstream.base_url}/test/calls"
+    async with httpx.AsyncClient(timeout=30) as client:
+        task_id = await create(client, replicas.mcp(replicas.first), {"seconds": 30, "label": "c"})
+        other = replicas.mcp(replicas.second)
+        async with asyncio.timeout(30):
+            await first_progress(client, other, task_id)
+        cut_before = (await client.get(calls)).json().get("slow_compute:cut", 0)
+        cancelled = await ask(client, other, "tasks/cancel", {"taskId": task_id})
+        assert cancelled["result"] == {"resultType": "complete"}
+
+        async def cut() -> bool:
+            return (await client.get(calls)).json().get("slow_compute:cut", 0) > cut_before
+
+        started = time.monotonic()
+        await until(cut)
+        waited = time.monotonic() - started
+        seen = await task_of(client, replicas.mcp(replicas.first), task_id)
+    assert seen["status"] == "cancelled"
+    assert "result" not in seen
+    assert waited <= LEASE_SECONDS, waited
