@@ -115,6 +115,10 @@ class TaskHost:
             answer = await call(self._upstream, headers, message)
         except Unanswered:
             return None  # forwarded again as it came: the requester sees what the upstream says
+        if "error" in answer:
+            # A refusal keeps its HTTP status (a -32020 is a 400): forwarded again as it
+            # came (both methods only read), so the requester gets the upstream's response.
+            return None
         result = answer.get("result")
         if isinstance(result, dict):
             if method == "server/discover":

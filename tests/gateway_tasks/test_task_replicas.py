@@ -249,3 +249,21 @@ async def test_a_cancel_on_the_other_replica_cuts_the_upstream_call(replicas: Re
     assert seen["status"] == "cancelled"
     assert "result" not in seen
     assert waited <= LEASE_SECONDS, waited
+
+
+async def test_a_refused_discover_or_tools_list_keeps_the_upstreams_status(
+    replicas: Replicas,
+) -> None:
+    """The gateway adds the extension to the upstream's answers, but a refusal (here the
+    upstream's own -32020 for an `Mcp-Method` that is not the body's) reaches the requester
+    as the upstream gave it: HTTP 400."""
+    url = replicas.mcp(replicas.second)
+    async with httpx.AsyncClient(timeout=30) as client:
+        for method in ("server/discover", "tools/list"):
+            sent = headers(method, {})
+            sent["mcp-method"] = "tools/call"
+            answer = await client.post(url, content=json.dumps(message(method, {})), headers=sent)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["error"]["code"] == -32020
+            good = await ask(client, url, method, {})
+            assert "result" in good, good
