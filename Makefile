@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 # What serving needs (the service alone), and everything the tests need on top of it.
 SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json tests/support/conformance/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
 .PHONY: install run migrate dist dist-folder dist-service dist-python-client dist-typescript test check test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
 
@@ -18,10 +18,11 @@ $(SERVE_STAMP): pyproject.toml constraints.txt
 	$(PIP) -e .
 	rm -f $(VENV)/.serve-* && touch $@
 
-$(STAMP): $(SERVE_STAMP) clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json
+$(STAMP): $(SERVE_STAMP) clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json tests/support/conformance/package-lock.json
 	$(PIP) -e '.[dev,mcp]' -e './clients/python[mcp]'
 	cd tests/support/ts_client && npm ci --no-audit --no-fund --loglevel=error
 	cd tests/support/upstreams/ts_server && npm ci --no-audit --no-fund --loglevel=error
+	cd tests/support/conformance && npm ci --no-audit --no-fund --loglevel=error
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)  ## create .venv; install the service (dev, MCP extras), the Python client package, the TS test client

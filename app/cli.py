@@ -24,6 +24,7 @@ from app.admin_cli import add_admin_parser, run_admin
 from app.admin_client import AdminClient
 from app.domain.outcomes import RetentionPass
 from app.errors import StorageError
+from app.gateway.task_spec import TaskSpec
 from app.logs import configure_logging, logging_config
 from app.settings import Settings
 from app.storage.database import dialect_for, location_problem
@@ -88,6 +89,12 @@ def _add_gateway_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "--upstream", help="the upstream MCP endpoint URL (default EVENTLOG_GATEWAY_UPSTREAM)"
     )
     gateway.add_argument("--path", help="the MCP endpoint's path (default /mcp)")
+    gateway.add_argument(
+        "--tasks",
+        metavar="SPEC",
+        help="tools run as durable tasks: name[=optional|=required][+input-first],… or * "
+        "(default EVENTLOG_GATEWAY_TASKS; docs/tasks.md)",
+    )
     gateway.add_argument("--host", help="bind address (default EVENTLOG_HOST, 127.0.0.1)")
     gateway.add_argument("--port", type=int, help="port (default EVENTLOG_PORT, 8080)")
     gateway.set_defaults(workers=1)
@@ -99,6 +106,8 @@ def _gateway(args: argparse.Namespace, settings: Settings) -> int:
         os.environ["EVENTLOG_GATEWAY_UPSTREAM"] = args.upstream
     if args.path:
         os.environ["EVENTLOG_GATEWAY_PATH"] = args.path
+    if args.tasks:
+        os.environ["EVENTLOG_GATEWAY_TASKS"] = args.tasks
     # A gateway's request stream is terminal once its response is stored; a client that
     # missed the end resumes into it, so the gateway replays terminal generations unless
     # told otherwise (docs/gateway.md).
@@ -115,6 +124,12 @@ def _gateway(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
+    if settings.gateway_tasks:
+        try:
+            TaskSpec.parse(settings.gateway_tasks)
+        except ValueError as error:
+            print(f"mcp-eventlog: configuration error: --tasks: {error}", file=sys.stderr)
+            return 2
     return _serve(
         args,
         settings,

@@ -241,6 +241,12 @@ class Settings(BaseSettings):
     gateway_upstream: str | None = Field(
         default=None, description="The MCP server the gateway forwards to (its endpoint URL)."
     )
+    gateway_tasks: str | None = Field(
+        default=None,
+        description="Tools the gateway runs as durable tasks for 2026-07-28 requesters: "
+        "a comma list of name[=optional|=required][+input-first], * for every tool "
+        "(docs/tasks.md).",
+    )
     gateway_path: str = Field(
         default="/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The gateway's MCP path."
     )

@@ -12,6 +12,10 @@ each:
 - `recording`: one recorded SSE response, read from the upstream to its end;
 - `resume`: a `Last-Event-ID` reconnect answered from the log;
 - `endpoint`: the MCP endpoint itself (POST, GET, DELETE; revisions);
+- `task_spec`, `task_wire`, `task_calls`, `task_host`, `task_worker`, `task_listen`: the
+  task host of `io.modelcontextprotocol/tasks` for the tools `--tasks` names (docs/tasks.md):
+  which tools, the extension's wire shapes, one upstream request read to its answer, the
+  extension's methods, the call run as a task, `notifications/tasks` on listen streams;
 - `metrics`: the gateway's counters on the service's registry;
 - `app`: the application factory (`create_gateway_app`).
 """

@@ -44,6 +44,8 @@ from app.gateway.recorder import Recorder
 from app.gateway.recording import Recording
 from app.gateway.relay import Backlog
 from app.gateway.resume import Resumes
+from app.gateway.task_host import TaskHost
+from app.gateway.task_spec import TaskSpec
 from app.gateway.upstream import (
     Upstream,
     decodable,
@@ -95,6 +97,16 @@ class Gateway:
         self._trusted_proxies = trusted_networks(settings.gateway_trusted_proxies)
         self._stop_deadline: float | None = None  # the loop's time the grace ends
         self._stop_timer: asyncio.TimerHandle | None = None
+        self._task_host: TaskHost | None = None
+        if settings.gateway_tasks:
+            self._task_host = TaskHost(
+                TaskSpec.parse(settings.gateway_tasks),
+                container.tasks,
+                container.eventlog,
+                upstream,
+                self._tenant,
+                settings.writer_lease_seconds,
+            )
 
     @property
     def upstream(self) -> Upstream:
@@ -134,6 +146,13 @@ class Gateway:
             host=request.headers.get("host"),
             trusted=is_trusted(peer, self._trusted_proxies),
         )
+        if modern and request.method == "POST" and self._task_host is not None:
+            assert self._scopes is not None  # read by `handle` before anything else
+            principal = self._scopes.principal(request.headers.get("authorization"))
+            hosted = await self._task_host.answer(body, headers, principal)
+            if hosted is not None:
+                self._metrics.requests.labels("POST", str(hosted.status_code), revision).inc()
+                return hosted
         try:
             response = await self._upstream.open(
                 request.method,
@@ -289,6 +308,8 @@ class Gateway:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self._keeper.stop()
+        if self._task_host is not None:
+            await self._task_host.close(max(0.0, deadline - loop.time()))
         await self._upstream.aclose()
 
 

@@ -36,6 +36,7 @@ _ESCAPE = re.compile(r"~([0-9a-f]{2})")
 _HASHED = "~h"
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,17})")
 _PART_CHARS = 22  # 128 bits in unpadded URL-safe base64
+_PRINCIPAL = "\x00task-principal"  # no MCP session id holds a NUL: never a session's scope
 _SESSIONLESS = b"sessionless\n"  # a sessionless mac never equals a session's scope
 
 
@@ -68,6 +69,13 @@ class Scopes:
         """A scope of its own for one sessionless response: 44 URL-safe characters."""
         nonce = _b64(secrets.token_bytes(16))
         return nonce + _sessionless_mac(self._secret, nonce, credential)
+
+    def principal(self, credential: str | None) -> str | None:
+        """The task principal of a credential (None: no credential): a keyed hash, so the
+        credential is never stored and every replica of one key names it alike."""
+        if credential is None:
+            return None
+        return scope_of(self._secret, _PRINCIPAL, credential)
 
     def owns(self, scope: str, session_id: str | None, credential: str | None) -> bool:
         """Whether a caller of this session (None: none) and credential may read `scope`."""
