@@ -252,7 +252,9 @@ async def test_no_route_without_the_right_scope(
         {"Authorization": f"Basic {WRITER_1}"},
     ]
     for method, template in routes:
-        path = template.format(stream_id="s", generation="AAAAAAAAAAAAAAAAAAAAAA")
+        path = template.format(
+            stream_id="s", generation="AAAAAAAAAAAAAAAAAAAAAA", task_id="AAAAAAAAAAAAAAAAAAAAAA"
+        )
         for headers in nobody:
             answer = await keyed.request(method, path, json={}, headers=headers)
             assert answer.status_code == 401, (method, path, headers, answer.text)

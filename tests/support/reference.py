@@ -211,5 +211,8 @@ class ReferenceLog:
             "tail_seq": gen.tail,
             "terminal": gen.terminal,
             "superseded": not gen.current,
+            # A run of the model is far shorter than a writer lease (30 s by default), and
+            # every append renews it: nothing the model writes is ever abandoned.
+            "abandoned": False,
         }
         return Outcome(200, None, body)
