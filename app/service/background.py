@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from app.errors import StorageError
 from app.service.observer import Observer
 
 log = logging.getLogger(__name__)
@@ -20,6 +21,20 @@ log = logging.getLogger(__name__)
 FIRST_RESTART_DELAY_SECONDS = 1.0
 MAX_RESTART_DELAY_SECONDS = 30.0
 STOP_RETRY_SECONDS = 1.0
+
+
+async def periodically(
+    seconds: float, step: Callable[[], Awaitable[object]], *, logger: logging.Logger, failed: str
+) -> None:
+    """`step()` every `seconds`, for ever (a background task's body). A `StorageError` is
+    logged as `failed` (with the error as its one argument) and the next period tries
+    again; any other error ends the loop, for `Background` to report and restart."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await step()
+        except StorageError as error:
+            logger.warning(failed, error)
 
 
 @dataclass(frozen=True, slots=True)

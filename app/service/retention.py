@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from app.domain.ids import StreamKey
 from app.domain.outcomes import RetentionPass
-from app.errors import StorageError
+from app.service.background import periodically
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
 from app.settings import Settings
@@ -64,21 +64,24 @@ class RetentionWorker:
 
     async def run(self) -> None:
         """A pass every `retention_interval_seconds`, for ever (a background task)."""
-        while True:
-            await asyncio.sleep(self._settings.retention_interval_seconds)
-            try:
-                report = await self.run_once()
-            except StorageError as error:
-                log.warning("retention pass failed, retrying next interval: %s", error)
-                continue
-            if report.ran and (report.expired or report.capped or report.deleted_tombstones):
-                log.info(
-                    "retention: expired=%d capped=%d purged_events=%d tombstones_deleted=%d",
-                    report.expired,
-                    report.capped,
-                    report.purged_events,
-                    report.deleted_tombstones,
-                )
+        await periodically(
+            self._settings.retention_interval_seconds,
+            self._run_logged,
+            logger=log,
+            failed="retention pass failed, retrying next interval: %s",
+        )
+
+    async def _run_logged(self) -> None:
+        """One pass, logged when it changed anything."""
+        report = await self.run_once()
+        if report.ran and (report.expired or report.capped or report.deleted_tombstones):
+            log.info(
+                "retention: expired=%d capped=%d purged_events=%d tombstones_deleted=%d",
+                report.expired,
+                report.capped,
+                report.purged_events,
+                report.deleted_tombstones,
+            )
 
     async def purge_stream(self, key: StreamKey) -> tuple[int, int]:
         """Tombstone every generation of one stream and delete its events.

@@ -10,12 +10,11 @@ metrics.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from sqlalchemy.engine import Connection
 
-from app.errors import StorageError
+from app.service.background import periodically
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
 from app.settings import Settings
@@ -43,12 +42,12 @@ class TaskSweeper:
 
     async def run(self) -> None:
         """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
-        while True:
-            await asyncio.sleep(self._settings.lease_sweep_seconds)
-            try:
-                await self.sweep_once()
-            except StorageError as error:
-                log.warning("task sweep failed, retrying next period: %s", error)
+        await periodically(
+            self._settings.lease_sweep_seconds,
+            self.sweep_once,
+            logger=log,
+            failed="task sweep failed, retrying next period: %s",
+        )
 
     async def sweep_once(self) -> int:
         """One sweep: returns how many tasks this replica settled `worker_lost`."""
