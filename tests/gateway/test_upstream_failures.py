@@ -21,8 +21,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.gateway.clients import Progress, call_progress, mcp_client
-from tests.gateway.raw import open_session, post_sse, tool_call
 from tests.support.gateway import gateway_process_of
+from tests.support.mcp_raw import open_session, post_sse, tool_call
 from tests.support.processes import ServerProcess, free_port
 from tests.support.upstreams import hostile_upstream_process
 

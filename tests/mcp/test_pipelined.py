@@ -30,6 +30,7 @@ from mcp_types import JSONRPCNotification
 
 from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.databases import BACKEND_PARAMS, backend_database
+from tests.support.mcp_raw import PROTOCOL, initialize
 from tests.support.processes import ServerProcess, eventlog_service, free_port
 from tests.support.tcp_proxy import TcpProxy
 
@@ -38,7 +39,6 @@ pytestmark = pytest.mark.process
 LEASE = 2  # seconds: short, so abandonment is seen within a test
 SWEEP = 1
 SERVICE_ENV = {"EVENTLOG_LEASE_SWEEP_SECONDS": str(SWEEP)}
-PROTOCOL = "2025-11-25"
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -80,17 +80,7 @@ class Seen:
 
 
 async def _session(http: httpx.AsyncClient, url: str) -> str:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "pipelined-test", "version": "0"},
-        },
-    }
-    answer = await http.post(url, json=init, headers=HEADERS)
+    answer = await http.post(url, json=initialize("pipelined-test"), headers=HEADERS)
     answer.raise_for_status()
     sid = answer.headers["mcp-session-id"]
     headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": PROTOCOL}
