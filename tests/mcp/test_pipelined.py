@@ -31,7 +31,11 @@ from mcp_types import JSONRPCNotification
 from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.mcp_raw import PROTOCOL, initialize
-from tests.support.processes import ServerProcess, eventlog_service, free_port
+from tests.support.processes import (
+    ServerProcess,
+    eventlog_service,
+    mcp_server_process,
+)
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.process
@@ -120,11 +124,7 @@ async def _read_call(
 
 @asynccontextmanager
 async def _mcp_server(eventlog: str, workdir: Path, *extra: str) -> AsyncIterator[ServerProcess]:
-    port = free_port()
-    argv = ["-m", "tests.support.mcp_server", "--port", str(port), "--eventlog", eventlog]
-    process = ServerProcess.program(
-        [*argv, *extra], port=port, log_path=workdir / f"mcp-{port}.log"
-    )
+    process = mcp_server_process(eventlog, workdir, *extra)
     await asyncio.to_thread(process.start)
     try:
         yield process
