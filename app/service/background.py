@@ -14,7 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from app.errors import StorageError
+from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
+from app.settings import Settings
+from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,24 @@ async def periodically(
             await step()
         except StorageError as error:
             logger.warning(failed, error)
+
+
+class PeriodicWorker:
+    """What a periodic worker over the database holds: the database, the settings (its
+    period and batch sizes among them), the observer it reports to and its clock."""
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        *,
+        observer: Observer | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._database = database
+        self._settings = settings
+        self._observer = observer or Observer()
+        self._clock = clock
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,12 +26,8 @@ from sqlalchemy.engine import Connection
 
 from app.domain.ids import StreamKey
 from app.domain.outcomes import RetentionPass
-from app.service.background import periodically
-from app.service.clock import Clock, utc_now
-from app.service.observer import Observer
-from app.settings import Settings
+from app.service.background import PeriodicWorker, periodically
 from app.storage import decisions, events, retention
-from app.storage.database import Database
 from app.storage.records import Tombstoned
 
 log = logging.getLogger(__name__)
@@ -39,21 +35,8 @@ log = logging.getLogger(__name__)
 _PURGE_BATCH = 500
 
 
-class RetentionWorker:
+class RetentionWorker(PeriodicWorker):
     """Runs retention passes, once (`mcp-eventlog gc`) or every interval (`serve`)."""
-
-    def __init__(
-        self,
-        database: Database,
-        settings: Settings,
-        *,
-        observer: Observer | None = None,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._database = database
-        self._settings = settings
-        self._observer = observer or Observer()
-        self._clock = clock
 
     async def run_once(self) -> RetentionPass:
         """One full pass (every batch until nothing is due), or a skip if locked elsewhere."""

@@ -14,31 +14,14 @@ import logging
 
 from sqlalchemy.engine import Connection
 
-from app.service.background import periodically
-from app.service.clock import Clock, utc_now
-from app.service.observer import Observer
-from app.settings import Settings
+from app.service.background import PeriodicWorker, periodically
 from app.storage import tasks as store
-from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
 
-class TaskSweeper:
+class TaskSweeper(PeriodicWorker):
     """Settles lapsed tasks and deletes expired ones, every `lease_sweep_seconds`."""
-
-    def __init__(
-        self,
-        database: Database,
-        settings: Settings,
-        *,
-        observer: Observer | None = None,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._database = database
-        self._settings = settings
-        self._observer = observer or Observer()
-        self._clock = clock
 
     async def run(self) -> None:
         """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
