@@ -184,13 +184,18 @@ def table(result: Results) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_results(name: str, result: Results, markdown: str) -> Path:
+    """`bench/results/<name>.json` (the result) and `<name>.md` (its table); the latter's path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    path = RESULTS / f"{name}.md"
+    path.write_text(markdown)
+    return path
+
+
 def write(result: Results) -> Path:
     """`bench/results/ts-channel.json` and `.md`."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ts-channel.json").write_text(json.dumps(result, indent=2) + "\n")
-    path = RESULTS / "ts-channel.md"
-    path.write_text(table(result))
-    return path
+    return write_results("ts-channel", result, table(result))
 
 
 def main() -> int:

@@ -186,11 +186,7 @@ def table(result: Results) -> str:
 
 def write(result: Results) -> Path:
     """`bench/results/ts-sdk-server.json` and `.md`."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ts-sdk-server.json").write_text(json.dumps(result, indent=2) + "\n")
-    path = RESULTS / "ts-sdk-server.md"
-    path.write_text(table(result))
-    return path
+    return ts_channel.write_results("ts-sdk-server", result, table(result))
 
 
 def main() -> int:

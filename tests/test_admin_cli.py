@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import shutil
 import subprocess
@@ -13,15 +12,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import uvicorn
 
 from app import __version__, cli
-from app.admin_cli import render_stream, run_admin
-from app.admin_client import AdminClient
+from app.admin_cli import render_stream
 from app.cli import _parser, main
-from tests.support.operators import ADMIN, WRITER_A, KeyedApp, keyed_settings, ok, running_app
+from tests.support.operators import (
+    WRITER_A,
+    KeyedApp,
+    keyed_settings,
+    ok,
+    running_app,
+)
+from tests.support.operators import admin_cli as run
 from tests.support.processes import REPO, free_port
 
 
@@ -50,16 +54,6 @@ async def reset_story(keyed: KeyedApp) -> tuple[str, str]:
     claim = {"last_event_id": f"{tokens[0]}:2"}
     await ok(await writer.post("/v1/streams/sess-1.req-7/resume", json=claim))
     return tokens[0], tokens[1]
-
-
-async def run(keyed: KeyedApp, *argv: str, key: str = ADMIN, expect: int = 0) -> str:
-    args = _parser().parse_args(["admin", "--key", key, *argv])
-    out = io.StringIO()
-    transport = httpx.ASGITransport(app=keyed.app)
-    async with AdminClient("http://eventlog.test", args.key, transport=transport) as client:
-        code = await run_admin(args, client, out)
-    assert code == expect
-    return out.getvalue()
 
 
 async def test_streams(keyed: KeyedApp, reset_story: tuple[str, str]) -> None:

@@ -182,6 +182,15 @@ class LeaseResponse(RecordView):
     lease_expires_at: datetime | None
 
 
+def event_ids(result: AppendResult) -> list[str]:
+    """The ids of an accepted (or duplicate) batch, in order."""
+    gen = result.generation
+    return [
+        format_event_id(gen.token, seq)
+        for seq in range(result.first_seq, result.first_seq + result.count)
+    ]
+
+
 class AppendResponse(BaseModel):
     """The ids of the appended (or recognised duplicate) events and the generation's range."""
 
@@ -198,10 +207,7 @@ class AppendResponse(BaseModel):
         gen = result.generation
         return cls(
             generation=gen.token,
-            event_ids=[
-                format_event_id(gen.token, seq)
-                for seq in range(result.first_seq, result.first_seq + result.count)
-            ],
+            event_ids=event_ids(result),
             head_seq=gen.head_seq,
             tail_seq=gen.tail_seq,
             terminal=gen.terminal,

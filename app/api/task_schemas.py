@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app.api.schemas import EventIn, PageResponse, Producer
+from app.api.schemas import EventIn, PageResponse, Producer, event_ids
 from app.domain.ids import MAX_SEQ
 from app.domain.tasks import TaskStatus
-from app.storage.records import EventPage, GenerationRecord
+from app.storage.records import AppendResult, EventPage, GenerationRecord
 from app.storage.tasks import TaskRecord
 
 MAX_LEASE_SECONDS = 86_400
@@ -173,6 +173,19 @@ class TaskAppendResponse(BaseModel):
     tail_seq: int
     duplicate: bool
     lease_expires_at: datetime | None
+
+    @classmethod
+    def of(cls, task: TaskRecord, result: AppendResult) -> TaskAppendResponse:
+        """The ids of the batch `result` accepted (or recognised) for `task`'s attempt."""
+        return cls(
+            task_id=task.task_id,
+            attempt=task.attempt,
+            generation=result.generation.token,
+            event_ids=event_ids(result),
+            tail_seq=result.generation.tail_seq,
+            duplicate=result.duplicate,
+            lease_expires_at=task.lease_expires_at,
+        )
 
 
 class AdminTask(TaskOut):

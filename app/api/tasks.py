@@ -43,7 +43,7 @@ from app.api.task_schemas import (
     TaskOut,
 )
 from app.domain.append import EventBody
-from app.domain.ids import TOKEN_PATTERN, format_event_id
+from app.domain.ids import TOKEN_PATTERN
 from app.domain.tasks import task_stream_id
 from app.errors import DuplicateClaim, InvalidRequest, NotAcceptable
 from app.service.tasks import TaskService
@@ -170,19 +170,7 @@ async def append_events(
     )
     if result.duplicate:
         response.status_code = status.HTTP_200_OK
-    gen = result.generation
-    return TaskAppendResponse(
-        task_id=task.task_id,
-        attempt=task.attempt,
-        generation=gen.token,
-        event_ids=[
-            format_event_id(gen.token, seq)
-            for seq in range(result.first_seq, result.first_seq + result.count)
-        ],
-        tail_seq=gen.tail_seq,
-        duplicate=result.duplicate,
-        lease_expires_at=task.lease_expires_at,
-    )
+    return TaskAppendResponse.of(task, result)
 
 
 @router.post("/tasks/{task_id}/input", responses=problem_responses(404, 409, 413, 415, 422))

@@ -13,13 +13,49 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from app.errors import StorageError
+from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
+from app.settings import Settings
+from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
 FIRST_RESTART_DELAY_SECONDS = 1.0
 MAX_RESTART_DELAY_SECONDS = 30.0
 STOP_RETRY_SECONDS = 1.0
+
+
+async def periodically(
+    seconds: float, step: Callable[[], Awaitable[object]], *, logger: logging.Logger, failed: str
+) -> None:
+    """`step()` every `seconds`, for ever (a background task's body). A `StorageError` is
+    logged as `failed` (with the error as its one argument) and the next period tries
+    again; any other error ends the loop, for `Background` to report and restart."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await step()
+        except StorageError as error:
+            logger.warning(failed, error)
+
+
+class PeriodicWorker:
+    """What a periodic worker over the database holds: the database, the settings (its
+    period and batch sizes among them), the observer it reports to and its clock."""
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        *,
+        observer: Observer | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._database = database
+        self._settings = settings
+        self._observer = observer or Observer()
+        self._clock = clock
 
 
 @dataclass(frozen=True, slots=True)

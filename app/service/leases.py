@@ -11,7 +11,6 @@ the wake-up the recording sends, so within the lease plus one sweep period.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -19,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from app.domain.append import AppendConflict
 from app.errors import ConflictingBatch, Rejected, StorageError
+from app.service.background import periodically
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
 from app.settings import Settings
@@ -114,9 +114,9 @@ class Leases:
 
     async def run(self) -> None:
         """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
-        while True:
-            await asyncio.sleep(self._settings.lease_sweep_seconds)
-            try:
-                await self.sweep_once()
-            except StorageError as error:
-                log.warning("lease sweep failed, retrying next period: %s", error)
+        await periodically(
+            self._settings.lease_sweep_seconds,
+            self.sweep_once,
+            logger=log,
+            failed="lease sweep failed, retrying next period: %s",
+        )

@@ -26,12 +26,8 @@ from sqlalchemy.engine import Connection
 
 from app.domain.ids import StreamKey
 from app.domain.outcomes import RetentionPass
-from app.errors import StorageError
-from app.service.clock import Clock, utc_now
-from app.service.observer import Observer
-from app.settings import Settings
+from app.service.background import PeriodicWorker, periodically
 from app.storage import decisions, events, retention
-from app.storage.database import Database
 from app.storage.records import Tombstoned
 
 log = logging.getLogger(__name__)
@@ -39,21 +35,8 @@ log = logging.getLogger(__name__)
 _PURGE_BATCH = 500
 
 
-class RetentionWorker:
+class RetentionWorker(PeriodicWorker):
     """Runs retention passes, once (`mcp-eventlog gc`) or every interval (`serve`)."""
-
-    def __init__(
-        self,
-        database: Database,
-        settings: Settings,
-        *,
-        observer: Observer | None = None,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._database = database
-        self._settings = settings
-        self._observer = observer or Observer()
-        self._clock = clock
 
     async def run_once(self) -> RetentionPass:
         """One full pass (every batch until nothing is due), or a skip if locked elsewhere."""
@@ -64,21 +47,24 @@ class RetentionWorker:
 
     async def run(self) -> None:
         """A pass every `retention_interval_seconds`, for ever (a background task)."""
-        while True:
-            await asyncio.sleep(self._settings.retention_interval_seconds)
-            try:
-                report = await self.run_once()
-            except StorageError as error:
-                log.warning("retention pass failed, retrying next interval: %s", error)
-                continue
-            if report.ran and (report.expired or report.capped or report.deleted_tombstones):
-                log.info(
-                    "retention: expired=%d capped=%d purged_events=%d tombstones_deleted=%d",
-                    report.expired,
-                    report.capped,
-                    report.purged_events,
-                    report.deleted_tombstones,
-                )
+        await periodically(
+            self._settings.retention_interval_seconds,
+            self._run_logged,
+            logger=log,
+            failed="retention pass failed, retrying next interval: %s",
+        )
+
+    async def _run_logged(self) -> None:
+        """One pass, logged when it changed anything."""
+        report = await self.run_once()
+        if report.ran and (report.expired or report.capped or report.deleted_tombstones):
+            log.info(
+                "retention: expired=%d capped=%d purged_events=%d tombstones_deleted=%d",
+                report.expired,
+                report.capped,
+                report.purged_events,
+                report.deleted_tombstones,
+            )
 
     async def purge_stream(self, key: StreamKey) -> tuple[int, int]:
         """Tombstone every generation of one stream and delete its events.

@@ -10,45 +10,27 @@ metrics.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from sqlalchemy.engine import Connection
 
-from app.errors import StorageError
-from app.service.clock import Clock, utc_now
-from app.service.observer import Observer
-from app.settings import Settings
+from app.service.background import PeriodicWorker, periodically
 from app.storage import tasks as store
-from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
 
-class TaskSweeper:
+class TaskSweeper(PeriodicWorker):
     """Settles lapsed tasks and deletes expired ones, every `lease_sweep_seconds`."""
-
-    def __init__(
-        self,
-        database: Database,
-        settings: Settings,
-        *,
-        observer: Observer | None = None,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._database = database
-        self._settings = settings
-        self._observer = observer or Observer()
-        self._clock = clock
 
     async def run(self) -> None:
         """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
-        while True:
-            await asyncio.sleep(self._settings.lease_sweep_seconds)
-            try:
-                await self.sweep_once()
-            except StorageError as error:
-                log.warning("task sweep failed, retrying next period: %s", error)
+        await periodically(
+            self._settings.lease_sweep_seconds,
+            self.sweep_once,
+            logger=log,
+            failed="task sweep failed, retrying next period: %s",
+        )
 
     async def sweep_once(self) -> int:
         """One sweep: returns how many tasks this replica settled `worker_lost`."""

@@ -3,19 +3,22 @@ and events), the CLI's `tasks` and `task` commands, on both databases."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from app import cli
-from app.admin_cli import run_admin
-from app.admin_client import AdminClient
-from app.cli import _parser
-from tests.support.operators import ADMIN, WRITER_A, KeyedApp, keyed_settings, ok, running_app
+from tests.support.operators import (
+    ADMIN,
+    WRITER_A,
+    KeyedApp,
+    keyed_settings,
+    ok,
+    running_app,
+)
+from tests.support.operators import admin_cli as run
 
 RESULT = {"content": [{"type": "text", "text": "done"}], "isError": False}
 
@@ -89,16 +92,6 @@ async def test_one_task_with_its_attempts_and_events(
     assert (missing.status_code, missing.json()["code"]) == (404, "unknown_task")
     writer = await keyed.as_key(WRITER_A).get("/admin/v1/tasks")
     assert writer.status_code == 403
-
-
-async def run(keyed: KeyedApp, *argv: str, expect: int = 0) -> str:
-    args = _parser().parse_args(["admin", "--key", ADMIN, *argv])
-    out = io.StringIO()
-    transport = httpx.ASGITransport(app=keyed.app)
-    async with AdminClient("http://eventlog.test", args.key, transport=transport) as client:
-        code = await run_admin(args, client, out)
-    assert code == expect
-    return out.getvalue()
 
 
 async def test_the_cli_lists_tasks_and_shows_one(keyed: KeyedApp, story: dict[str, str]) -> None:

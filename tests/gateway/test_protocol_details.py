@@ -13,8 +13,8 @@ import anyio
 import httpx
 import pytest
 
-from tests.gateway.raw import open_session, post_sse, tool_call
 from tests.support.gateway import gateway_process, python_upstream
+from tests.support.mcp_raw import open_session, post_sse, tool_call
 from tests.support.upstreams import hostile_upstream_process
 
 pytestmark = pytest.mark.process

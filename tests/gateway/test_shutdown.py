@@ -14,10 +14,22 @@ from mcp.shared.exceptions import MCPError
 
 from tests.gateway.clients import Progress, call_progress, mcp_client, text_of
 from tests.support.gateway import gateway_process_of, python_upstream
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.process
 
 GRACE = 6.0
+
+
+async def stop_at_first_step(
+    gateway: ServerProcess, progress: Progress, stopped: list[float]
+) -> None:
+    """SIGTERM the gateway once the call reported step 1 and wait for it to exit; the
+    seconds that took, into `stopped`."""
+    await progress.at(1).wait()
+    started = time.monotonic()
+    await anyio.to_thread.run_sync(gateway.stop)
+    stopped.append(time.monotonic() - started)
 
 
 async def test_sigterm_lets_a_healthy_call_finish_within_the_grace(tmp_path: Path) -> None:
@@ -34,16 +46,9 @@ async def test_sigterm_lets_a_healthy_call_finish_within_the_grace(tmp_path: Pat
                 _,
                 _,
             ):
-
-                async def stop() -> None:
-                    await progress.at(1).wait()
-                    started = time.monotonic()
-                    await anyio.to_thread.run_sync(gateway.stop)
-                    stopped.append(time.monotonic() - started)
-
                 with anyio.fail_after(30):
                     async with anyio.create_task_group() as tasks:
-                        tasks.start_soon(stop)
+                        tasks.start_soon(stop_at_first_step, gateway, progress, stopped)
                         # About 2 s of work after the signal: well within the grace.
                         results.append(await call_progress(session, progress, n=5, delay=0.5))
             log = gateway.log()
@@ -66,17 +71,10 @@ async def test_a_call_longer_than_the_grace_is_failed_visibly_by_its_end(tmp_pat
                 _,
                 _,
             ):
-
-                async def stop() -> None:
-                    await progress.at(1).wait()
-                    started = time.monotonic()
-                    await anyio.to_thread.run_sync(gateway.stop)
-                    stopped.append(time.monotonic() - started)
-
                 failures: list[MCPError] = []
                 with anyio.fail_after(30):
                     async with anyio.create_task_group() as tasks:
-                        tasks.start_soon(stop)
+                        tasks.start_soon(stop_at_first_step, gateway, progress, stopped)
                         try:
                             # Paused at step 1 until a gate nobody opens: longer than the grace.
                             await call_progress(session, progress, n=3, pause_at=1, tag="long")

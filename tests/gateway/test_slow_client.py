@@ -29,6 +29,7 @@ import pytest
 
 from app.gateway.sse import SseEvent, SseParser
 from tests.support.gateway import gateway_process_of
+from tests.support.mcp_raw import HEADERS, initialize
 from tests.support.process_memory import MIB, RssSampler, rss
 from tests.support.processes import ServerProcess, free_port
 from tests.support.soak import soak_enabled
@@ -36,12 +37,6 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.process
 
-PROTOCOL = "2025-11-25"
-HEADERS = {
-    "accept": "application/json, text/event-stream",
-    "content-type": "application/json",
-    "mcp-protocol-version": PROTOCOL,
-}
 SIZE = 4096
 COUNT = 30_000 if soak_enabled() else 10_000  # 40 MiB of messages (soak: 120 MiB)
 RATE = 10 * MIB  # bytes a second: 4 s for the quick test's call (soak: 12 s)
@@ -53,16 +48,7 @@ BOUND = 16 * MIB
 # The log keeps the whole call (a generation keeps 10,000 events by default: a longer
 # call's first events are evicted while it is recorded, and a client behind them is reset).
 ENV = {"EVENTLOG_DEFAULT_MAX_EVENTS": str(2 * COUNT)}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": PROTOCOL,
-        "capabilities": {},
-        "clientInfo": {"name": "slow", "version": "0"},
-    },
-}
+INIT = initialize("slow")
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from tests.gateway.clients import Progress, call_progress, mcp_client, text_of
-from tests.gateway.raw import HEADERS, INIT, open_session, post_sse, tool_call
 from tests.support.gateway import gateway_process, python_upstream
+from tests.support.mcp_raw import HEADERS, INIT, open_session, post_sse, tool_call
 from tests.support.upstreams import hostile_upstream_process
 
 pytestmark = pytest.mark.process

@@ -21,9 +21,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.gateway.clients import Progress, call_progress, mcp_client
-from tests.gateway.raw import open_session, post_sse, tool_call
 from tests.support.gateway import gateway_process_of
-from tests.support.processes import ServerProcess, free_port
+from tests.support.mcp_raw import open_session, post_sse, tool_call
+from tests.support.processes import free_port, mcp_server_process
 from tests.support.upstreams import hostile_upstream_process
 
 pytestmark = pytest.mark.process
@@ -106,18 +106,7 @@ async def test_an_upstream_with_its_own_event_store_killed_mid_call_fails_the_ca
     """The SDK's server with an event store gives event ids: once it is killed, the
     gateway's reconnects are refused, and the client hears `-32011`."""
     gateway_port, upstream_port = free_port(), free_port()
-    upstream = ServerProcess.program(
-        [
-            "-m",
-            "tests.support.mcp_server",
-            "--port",
-            str(upstream_port),
-            "--eventlog",
-            f"http://127.0.0.1:{gateway_port}",
-        ],
-        port=upstream_port,
-        log_path=tmp_path / "upstream.log",
-    )
+    upstream = mcp_server_process(f"http://127.0.0.1:{gateway_port}", tmp_path, port=upstream_port)
     gateway = gateway_process_of(
         f"http://127.0.0.1:{upstream_port}/mcp",
         gateway_database,

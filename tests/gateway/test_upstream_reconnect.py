@@ -13,7 +13,7 @@ import pytest
 
 from tests.gateway.clients import Progress, call_progress, mcp_client, seqs_of, text_of
 from tests.support.gateway import gateway_process_of
-from tests.support.processes import ServerProcess, free_port
+from tests.support.processes import free_port, mcp_server_process
 
 pytestmark = pytest.mark.process
 
@@ -22,18 +22,7 @@ async def test_an_upstream_closing_its_stream_is_reconnected_with_its_last_id(
     gateway_database: str, tmp_path: Path
 ) -> None:
     gateway_port, upstream_port = free_port(), free_port()
-    upstream = ServerProcess.program(
-        [
-            "-m",
-            "tests.support.mcp_server",
-            "--port",
-            str(upstream_port),
-            "--eventlog",
-            f"http://127.0.0.1:{gateway_port}",
-        ],
-        port=upstream_port,
-        log_path=tmp_path / "upstream.log",
-    )
+    upstream = mcp_server_process(f"http://127.0.0.1:{gateway_port}", tmp_path, port=upstream_port)
     gateway = gateway_process_of(
         f"http://127.0.0.1:{upstream_port}/mcp", gateway_database, tmp_path, port=gateway_port
     )

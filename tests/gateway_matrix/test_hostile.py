@@ -21,6 +21,8 @@ import httpx
 import pytest
 
 from tests.gateway_matrix.conftest import matrix_gateway
+from tests.support import mcp_raw
+from tests.support.mcp_raw import HEADERS, initialize
 from tests.support.process_memory import MIB, RssSampler
 from tests.support.processes import ServerProcess, free_port
 from tests.support.upstreams import upstream_process
@@ -28,22 +30,7 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.process
 
-PROTOCOL = "2025-11-25"
-HEADERS = {
-    "accept": "application/json, text/event-stream",
-    "content-type": "application/json",
-    "mcp-protocol-version": PROTOCOL,
-}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": PROTOCOL,
-        "capabilities": {},
-        "clientInfo": {"name": "hostile", "version": "0"},
-    },
-}
+INIT = initialize("hostile")
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +65,7 @@ async def seen_count(upstream: str) -> int:
 
 
 async def open_session(http: httpx.AsyncClient, gateway: str) -> str:
-    response = await http.post(f"{gateway}/mcp", json=INIT, headers=HEADERS)
-    response.raise_for_status()
-    sid = response.headers["mcp-session-id"]
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    headers = {**HEADERS, "mcp-session-id": sid}
-    (await http.post(f"{gateway}/mcp", json=initialized, headers=headers)).raise_for_status()
-    return sid
+    return await mcp_raw.open_session(http, f"{gateway}/mcp", client="hostile")
 
 
 async def call(

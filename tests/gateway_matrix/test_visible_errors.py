@@ -141,6 +141,25 @@ def ended(run: TsClient) -> bool:
     return bool(run.of(0, "error") or run.of(0, "result"))
 
 
+async def kill_and_wait_for_the_end(run: TsClient, sdk_upstream: ServerProcess) -> float:
+    """Kill the SDK upstream mid-call and wait for the call to end and the client to
+    finish; the seconds from the kill to the call's end."""
+    sdk_upstream.kill()
+    killed = time.monotonic()
+    await run.until(ended, within=LOST_WITHIN_SECONDS + 20)
+    took = time.monotonic() - killed
+    await run.finished()
+    return took
+
+
+def assert_lost_at_step_2(run: TsClient, took: float) -> None:
+    """The call killed after its second step ended in one `upstream_lost` -32011, within
+    `LOST_WITHIN_SECONDS` of the kill."""
+    assert_error(run, UPSTREAM_LOST, reason="upstream_lost")
+    assert progress_of(run, 0) == [1, 2], run.lines
+    assert took <= LOST_WITHIN_SECONDS, f"the error came {took:.1f} s after the kill"
+
+
 @pytest.mark.parametrize("reconnect", ["refuse", "404", "priming"])
 @pytest.mark.parametrize("client", CLIENTS)
 async def test_an_upstream_that_cannot_go_on_is_an_error_through_one_gateway(
@@ -200,14 +219,8 @@ async def test_the_sdk_upstream_killed_mid_call_is_an_error_through_one_gateway(
         client, gateway.base_url, call({"n": 6, "pause_at": 2, "tag": tag})
     ) as run:
         await run.until(lambda r: len(r.of(0, "progress")) >= 2)
-        sdk_upstream.kill()
-        killed = time.monotonic()
-        await run.until(ended, within=LOST_WITHIN_SECONDS + 20)
-        took = time.monotonic() - killed
-        await run.finished()
-    assert_error(run, UPSTREAM_LOST, reason="upstream_lost")
-    assert progress_of(run, 0) == [1, 2], run.lines
-    assert took <= LOST_WITHIN_SECONDS, f"the error came {took:.1f} s after the kill"
+        took = await kill_and_wait_for_the_end(run, sdk_upstream)
+    assert_lost_at_step_2(run, took)
 
 
 @pytest.mark.postgresql
@@ -229,14 +242,8 @@ async def test_the_sdk_upstream_killed_mid_call_is_an_error_on_the_other_replica
             proxy.cut()
             await until_reconnected(proxy, second.port)
             await asyncio.sleep(0.5)  # the reconnect's request is on its way to the log
-            sdk_upstream.kill()
-            killed = time.monotonic()
-            await run.until(ended, within=LOST_WITHIN_SECONDS + 20)
-            took = time.monotonic() - killed
-            await run.finished()
-    assert_error(run, UPSTREAM_LOST, reason="upstream_lost")
-    assert progress_of(run, 0) == [1, 2], run.lines
-    assert took <= LOST_WITHIN_SECONDS, f"the error came {took:.1f} s after the kill"
+            took = await kill_and_wait_for_the_end(run, sdk_upstream)
+    assert_lost_at_step_2(run, took)
 
 
 @pytest.mark.postgresql

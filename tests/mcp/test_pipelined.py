@@ -30,7 +30,12 @@ from mcp_types import JSONRPCNotification
 
 from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.processes import ServerProcess, eventlog_service, free_port
+from tests.support.mcp_raw import PROTOCOL, initialize
+from tests.support.processes import (
+    ServerProcess,
+    eventlog_service,
+    mcp_server_process,
+)
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.process
@@ -38,7 +43,6 @@ pytestmark = pytest.mark.process
 LEASE = 2  # seconds: short, so abandonment is seen within a test
 SWEEP = 1
 SERVICE_ENV = {"EVENTLOG_LEASE_SWEEP_SECONDS": str(SWEEP)}
-PROTOCOL = "2025-11-25"
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -80,17 +84,7 @@ class Seen:
 
 
 async def _session(http: httpx.AsyncClient, url: str) -> str:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "pipelined-test", "version": "0"},
-        },
-    }
-    answer = await http.post(url, json=init, headers=HEADERS)
+    answer = await http.post(url, json=initialize("pipelined-test"), headers=HEADERS)
     answer.raise_for_status()
     sid = answer.headers["mcp-session-id"]
     headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": PROTOCOL}
@@ -130,11 +124,7 @@ async def _read_call(
 
 @asynccontextmanager
 async def _mcp_server(eventlog: str, workdir: Path, *extra: str) -> AsyncIterator[ServerProcess]:
-    port = free_port()
-    argv = ["-m", "tests.support.mcp_server", "--port", str(port), "--eventlog", eventlog]
-    process = ServerProcess.program(
-        [*argv, *extra], port=port, log_path=workdir / f"mcp-{port}.log"
-    )
+    process = mcp_server_process(eventlog, workdir, *extra)
     await asyncio.to_thread(process.start)
     try:
         yield process

@@ -4,8 +4,13 @@ not ready while it is down, and restarted."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 
-from app.service.background import Background
+import pytest
+
+from app.errors import StorageError
+from app.service.background import Background, periodically
 from app.service.observer import Observer
 from app.settings import Settings
 from tests.support.app import started_app, state_of
@@ -101,3 +106,39 @@ async def test_stop_ends_a_task_that_swallowed_its_cancellation() -> None:
     async with asyncio.timeout(30):
         await background.stop()
     assert swallowed.is_set()
+
+
+async def test_a_periodic_step_that_fails_on_storage_is_logged_and_tried_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    steps = 0
+    third = asyncio.Event()
+
+    async def step() -> None:
+        nonlocal steps
+        steps += 1
+        if steps == 1:
+            raise StorageError("database away")
+        if steps == 3:
+            third.set()
+
+    logger = logging.getLogger("tests.periodic")
+    with caplog.at_level(logging.WARNING, logger="tests.periodic"):
+        loop = asyncio.create_task(periodically(0.01, step, logger=logger, failed="sweep: %s"))
+        try:
+            await asyncio.wait_for(third.wait(), 5)
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+    assert [r.getMessage() for r in caplog.records] == ["sweep: database away"]
+
+
+async def test_a_periodic_step_failing_otherwise_ends_the_loop() -> None:
+    async def step() -> None:
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        await asyncio.wait_for(
+            periodically(0.01, step, logger=logging.getLogger("tests.periodic"), failed="%s"), 5
+        )

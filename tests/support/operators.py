@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,6 +12,9 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from app.admin_cli import run_admin
+from app.admin_client import AdminClient
+from app.cli import _parser
 from app.settings import KeySpec, Settings
 from tests.support.app import make_settings, started_app
 
@@ -65,3 +69,15 @@ async def ok(response: httpx.Response, status: int = 200) -> Any:
     """The JSON body, after checking the status."""
     assert response.status_code == status, response.text
     return response.json()
+
+
+async def admin_cli(keyed: KeyedApp, *argv: str, key: str = ADMIN, expect: int = 0) -> str:
+    """`mcp-eventlog admin --key KEY ARGV…` against the app in process: its output, once
+    its exit code is checked to be `expect`."""
+    args = _parser().parse_args(["admin", "--key", key, *argv])
+    out = io.StringIO()
+    transport = httpx.ASGITransport(app=keyed.app)
+    async with AdminClient("http://eventlog.test", args.key, transport=transport) as client:
+        code = await run_admin(args, client, out)
+    assert code == expect
+    return out.getvalue()

@@ -213,12 +213,20 @@ def eventlog_service(
         yield server.base_url
 
 
+def mcp_server_process(
+    eventlog_url: str, workdir: Path, *extra: str, port: int | None = None
+) -> ServerProcess:
+    """The test MCP server (`tests.support.mcp_server`) storing its streams at
+    `eventlog_url`, on `port` (default: a free one); not started."""
+    port = port or free_port()
+    argv = ["-m", "tests.support.mcp_server", "--port", str(port), "--eventlog", eventlog_url]
+    log = workdir / f"mcp-{port}.log"
+    return ServerProcess.program([*argv, *extra], port=port, log_path=log)
+
+
 @contextmanager
 def mcp_server(eventlog_url: str, workdir: Path, *extra: str) -> Iterator[str]:
     """The test MCP server (`tests.support.mcp_server`) storing its streams at `eventlog_url`;
     yields its base URL."""
-    port = free_port()
-    argv = ["-m", "tests.support.mcp_server", "--port", str(port), "--eventlog", eventlog_url]
-    log = workdir / f"mcp-{port}.log"
-    with ServerProcess.program([*argv, *extra], port=port, log_path=log) as server:
+    with mcp_server_process(eventlog_url, workdir, *extra) as server:
         yield server.base_url

@@ -1,6 +1,6 @@
-"""A raw MCP caller of the gateway (httpx, no SDK): a session opened by hand, a POST's
-SSE answer read to its end, every JSON-RPC message of it parsed — for upstreams that
-misbehave in ways the official clients would hide."""
+"""A raw MCP caller of the gateway or the service (httpx, no SDK): a session opened by
+hand, a POST's SSE answer read to its end, every JSON-RPC message of it parsed — for
+upstreams that misbehave in ways the official clients would hide."""
 
 from __future__ import annotations
 
@@ -15,21 +15,28 @@ HEADERS = {
     "content-type": "application/json",
     "mcp-protocol-version": PROTOCOL,
 }
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": PROTOCOL,
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 
 
-async def open_session(http: httpx.AsyncClient, mcp: str) -> str:
-    """Initialize a session through `mcp`; its id."""
-    response = await http.post(mcp, json=INIT, headers=HEADERS)
+def initialize(client: str) -> dict[str, Any]:
+    """An `initialize` request (id 0) of a client named `client`."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "0"},
+        },
+    }
+
+
+INIT = initialize("raw")
+
+
+async def open_session(http: httpx.AsyncClient, mcp: str, *, client: str = "raw") -> str:
+    """Initialize a session through `mcp` (as `client`); its id."""
+    response = await http.post(mcp, json=initialize(client), headers=HEADERS)
     response.raise_for_status()
     sid = response.headers["mcp-session-id"]
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
