@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import bus, channel_cost, failover, gateway, live, mcp_overhead, ts_channel
+from bench import bus, channel_cost, failover, gateway, live, mcp_overhead, tasks, ts_channel
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -317,6 +317,9 @@ def table(results: dict[str, Any]) -> str:
         lines += ["", text.replace("# The official", "### The official", 1)]
     if results.get("failover"):
         text = failover.markdown(results["failover"])
+        lines += ["", text.replace("# The gateway", "### The gateway", 1)]
+    if results.get("tasks"):
+        text = tasks.markdown(results["tasks"])
         lines += ["", text.replace("# The gateway", "### The gateway", 1)]
     machine = results["machine"]
     lines.append("")

@@ -29,6 +29,7 @@ from bench import (
     peers,
     seed,
     servers,
+    tasks,
     ts_channel,
     ts_sdk_server,
 )
@@ -213,10 +214,10 @@ def run(plan: Plan) -> Results:
             # CI's smoke run stays short: the TypeScript channel, the gateway, the SDK-store and
             # the failover suites run in the full bench, and alone (`python -m bench.ts_channel
             # --quick`, `python -m bench.gateway --quick`, `python -m bench.mcp_overhead
-            # --sdk-calls`, `python -m bench.failover --quick`).
+            # --sdk-calls`, `python -m bench.failover --quick`, `python -m bench.tasks --quick`).
             say(
-                "quick plan: the TypeScript channel, gateway, SDK-store and failover suites run "
-                "in the full bench"
+                "quick plan: the TypeScript channel, gateway, SDK-store, failover and tasks "
+                "suites run in the full bench"
             )
         else:
             # Issue 19: the TypeScript store over the append channel (bench/results/ts-channel.*).
@@ -240,6 +241,9 @@ def run(plan: Plan) -> Results:
             )
             # Issue 29: the recording replica killed mid-call (bench/results/failover.md).
             results["failover"] = _timed("failover", lambda: failover.suite(plan, workdir), timings)
+            # Issue 30: the gateway as task host beside a task-less call through it
+            # (bench/results/tasks.md).
+            results["tasks"] = _timed("tasks", lambda: tasks.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()
     results["seconds"] = timings
     return results
