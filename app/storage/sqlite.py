@@ -121,8 +121,8 @@ class SqliteDialect(Dialect):
                 f"{cannot} its folder {folder} is not writable by this user (SQLite writes "
                 f"its journal beside the file; allow it, {fix})"
             )
-        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-            return f"{cannot} the file is not readable and writable by this user (allow it, {fix})"
+        # An existing file that cannot be written now is not a start-up mistake: the service
+        # starts, says so in /readyz (503) and writes again once the file is writable.
         return None
 
     def transactions(
