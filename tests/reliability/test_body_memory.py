@@ -116,10 +116,12 @@ async def test_bodies_cannot_pin_the_servers_memory(server: ServerProcess) -> No
     # And it comes back: what stays is the warm caches, not the bodies (without returning
     # freed blocks, over 140 MiB stayed after the first round), and the rounds do not add
     # up. The heap gives memory back in steps: identical rounds leave 130 to 160 MiB in
-    # any order, so the check is against the lowest, with room for that step; a body kept
-    # per round would add 15 MiB a round, 60 over these five.
+    # any order, and now and then one round gives back a step more (106 once, between
+    # rounds of 148-151), so the lowest round is no floor. The check is against the higher
+    # of the first two rounds, with room for that step; a body kept per round would add
+    # 15 MiB a round, 45 from the second round to the fifth.
     assert max(after) - baseline < 96
-    assert after[-1] - min(after) < 40
+    assert after[-1] - max(after[:2]) < 40
 
 
 def _open_generation(port: int) -> str:
