@@ -12,6 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.domain.decision import TerminalPolicy
+from app.settings.slices import (
+    BodyLimits,
+    ChannelLimits,
+    GatewaySettings,
+    LeaseSettings,
+    LiveLimits,
+    PageLimits,
+    Retention,
+    TaskSettings,
+)
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./eventlog.db"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -341,6 +351,41 @@ class Settings(BaseSettings):
                 "no body of the largest size could ever be read"
             )
         return self
+
+    # The slices the components take (app/settings/slices.py): built on each call, so a
+    # `model_copy(update=...)` never answers a stale one.
+
+    @property
+    def bodies(self) -> BodyLimits:
+        return BodyLimits.of(self)
+
+    @property
+    def pages(self) -> PageLimits:
+        return PageLimits.of(self)
+
+    @property
+    def live(self) -> LiveLimits:
+        return LiveLimits.of(self)
+
+    @property
+    def channels(self) -> ChannelLimits:
+        return ChannelLimits.of(self)
+
+    @property
+    def retention(self) -> Retention:
+        return Retention.of(self)
+
+    @property
+    def leases(self) -> LeaseSettings:
+        return LeaseSettings.of(self)
+
+    @property
+    def tasks(self) -> TaskSettings:
+        return TaskSettings.of(self)
+
+    @property
+    def gateway(self) -> GatewaySettings:
+        return GatewaySettings.of(self)
 
     def served_hosts(self) -> frozenset[str] | None:
         """The host names served (lower case), or None for any host."""
