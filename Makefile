@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c co
 SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json tests/support/conformance/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: install run migrate dist dist-folder dist-service dist-python-client dist-typescript test check test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints
+.PHONY: install run migrate dist dist-folder dist-service dist-python-client dist-typescript test check test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints codes
 
 $(SERVE_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -84,6 +84,9 @@ lint: $(STAMP)  ## ruff check, ruff format --check, the import contracts (lint-i
 	$(BIN)/mypy --strict app
 	$(BIN)/mypy --strict -p mcp_eventlog_client
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run lint
+
+codes: $(SERVE_STAMP)  ## write the clients' problem-code tables and tests/fixtures/problem-codes.json from the service's (app/api/problem_table.py); a test fails until they match
+	$(BIN)/python -m app.api.code_tables
 
 domain-coverage: $(STAMP)  ## the decision table's tests cover every branch of app/domain
 	$(BIN)/python -m coverage run --branch --source=app/domain --data-file=.coverage.domain -m pytest -q -p no:cacheprovider tests/domain

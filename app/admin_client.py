@@ -16,11 +16,13 @@ from urllib.parse import quote
 
 import httpx
 
+from app.error_root import EventLogError
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 PREFIX = "/admin/v1"
 
 
-class AdminError(Exception):
+class AdminError(EventLogError):
     """A request the service refused (`status`, problem `code`) or could not answer (0)."""
 
     def __init__(self, status: int, code: str, detail: str) -> None:

@@ -5,7 +5,8 @@ a `detail` for a human. No error here knows an HTTP status: the API's one table
 (`app/api/problems.py`) maps each code to a status, its headers and the problem body.
 The tree, with the code(s) each leaf answers with:
 
-    EventLogError                    code, detail
+    EventLogError                    code, detail (app/error_root.py, the admin client's
+    │                                `AdminError` derives from it too)
     ├── Rejected                     refused as asked, before anything was written
     │   │                            (on SQLite the group commit fails only that write)
     │   ├── NotFound
@@ -61,26 +62,13 @@ on them raise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 
 from app.domain.append import AppendConflict
 from app.domain.decision import Reason, Verdict
 from app.domain.paging import PageRefusal
 from app.domain.tasks import TaskRefusal
-
-
-class EventLogError(Exception):
-    """The root: a request the service did not carry out; `code` says why, for programs."""
-
-    code: str
-    """The stable problem code (`superseded`, `seq_gap`, …) a client matches on."""
-    members: Mapping[str, object] = MappingProxyType({})
-    """Extension members the problem body carries besides `code` and `detail`."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
+from app.error_root import EventLogError as EventLogError
 
 
 class Rejected(EventLogError):

@@ -1,6 +1,7 @@
-"""The error table (`app/api/problems.py`): one row per problem code, each row reachable,
-the same rows as `tests/fixtures/problem-codes.json`, and every error of the tree answered
-through it (status, headers, detail, extension members)."""
+"""The error table (`app/api/problem_table.py`, answered by `app/api/problems.py`): one row
+per problem code, each row reachable and in one group, the same rows as
+`tests/fixtures/problem-codes.json`, and every error of the tree answered through it
+(status, headers, detail, extension members)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from starlette.exceptions import HTTPException
 
 from app.api.connections import CONNECTION_CODES
 from app.api.health import _CODES as READINESS_CODES
+from app.api.problem_table import SECOND_ROWS, ProblemGroup, problem_codes
 from app.api.problems import (
     HTTP_ERROR_CODES,
     PROBLEM_CODES,
     answer,
     problem_code,
-    problem_codes,
 )
 from app.domain.append import AppendConflict
 from app.domain.decision import DECISION_TABLE, Reason, Verdict
@@ -45,7 +46,10 @@ INVALID_REASONS = [row.reason for row in DECISION_TABLE if row.verdict is Verdic
 
 
 def _tree(root: type[EventLogError]) -> list[type[EventLogError]]:
-    return [root, *(kind for sub in root.__subclasses__() for kind in _tree(sub))]
+    """The errors the service raises: those of `app/errors.py` (the admin client's own
+    `AdminError` shares the root, and is never answered by the service)."""
+    kinds = [root, *(kind for sub in root.__subclasses__() for kind in _tree(sub))]
+    return [kind for kind in kinds if kind.__module__ in {"app.errors", "app.error_root"}]
 
 
 def _leaves() -> list[type[EventLogError]]:
@@ -64,9 +68,51 @@ CARRIED: dict[type[EventLogError], list[EventLogError]] = {
 def test_the_fixture_holds_the_table_row_for_row() -> None:
     document = json.loads(FIXTURE.read_text(encoding="utf-8"))
     rows = document["codes"]
-    assert all(set(row) == {"code", "status", "meaning"} for row in rows)
-    assert [(r["code"], r["status"], r["meaning"]) for r in rows] == problem_codes()
+    assert all(set(row) == {"code", "status", "group", "meaning"} for row in rows)
+    assert [(r["code"], r["status"], r["group"], r["meaning"]) for r in rows] == [
+        (row.code, row.status, row.group.value, row.meaning) for row in problem_codes()
+    ]
     assert [r["code"] for r in rows] == sorted(r["code"] for r in rows)
+    assert set(document["groups"]) == {group.value for group in ProblemGroup}
+
+
+def test_each_code_is_in_one_group_under_one_class_name_and_each_group_has_codes() -> None:
+    names = [row.name for row in PROBLEM_CODES.values()]
+    assert len(set(names)) == len(names)
+    assert all(name.isidentifier() and name[0].isupper() for name in names)
+    for code, second in SECOND_ROWS:
+        own = PROBLEM_CODES[code]
+        assert (second.group, second.name) == (own.group, own.name), code
+        assert second.status != own.status, code
+    assert {row.group for row in PROBLEM_CODES.values()} == set(ProblemGroup)
+
+
+@pytest.mark.parametrize(
+    ("group", "statuses"),
+    [
+        (ProblemGroup.NOT_FOUND, {404}),
+        (ProblemGroup.GONE, {410}),
+        (ProblemGroup.TOO_LARGE, {413, 431}),
+        (ProblemGroup.RETRY_LATER, {408, 502, 503}),
+        (ProblemGroup.FENCED, {409}),
+        (ProblemGroup.CONFLICT, {409}),
+        (ProblemGroup.ACCESS_DENIED, {401, 403, 421}),
+        (ProblemGroup.SERVICE_FAULT, {500}),
+    ],
+)
+def test_a_group_holds_only_the_statuses_its_advice_fits(
+    group: ProblemGroup, statuses: set[int]
+) -> None:
+    """`expired` is `gone` on a read (410) and on an append (409) alike: one code, one group."""
+    rows = [row for row in problem_codes() if row.group is group and row.code != "expired"]
+    assert rows
+    assert {row.status for row in rows} <= statuses, group
+
+
+def test_every_answer_with_retry_after_is_in_the_retry_later_group() -> None:
+    for code, row in PROBLEM_CODES.items():
+        if "Retry-After" in row.headers:
+            assert row.group is ProblemGroup.RETRY_LATER, code
 
 
 def test_every_error_of_the_tree_has_a_row_and_every_row_is_answered() -> None:

@@ -81,6 +81,18 @@ export {
   UnknownStream,
   UnsupportedMediaType,
   ValidationFailed,
+  AccessDeniedError,
+  ConflictError,
+  FencedError,
+  GoneError,
+  InvalidRequestError,
+  NotFoundError,
+  RetryLaterError,
+  ServiceFaultError,
+  TooLargeError,
+  CrossSession,
+  UpstreamUnavailable,
+  UpstreamUnreachable,
 } from "./errors.js";
 export type { FollowOptions, LiveEvent } from "./live.js";
 export type {

@@ -72,11 +72,11 @@ DEFAULT_MAX_ANSWER_BYTES: Final = 1024 * 1024
 """An answer to a batch of 1,000 events is about 50 KB."""
 
 
-class ChannelUnavailable(Exception):
+class ChannelUnavailable(EventLogError):
     """The append cannot go over the channel; send it over REST. `reason` is counted."""
 
     def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
+        super().__init__(0, "channel_unavailable", f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
 

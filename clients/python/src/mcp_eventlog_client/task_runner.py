@@ -64,29 +64,29 @@ T = TypeVar("T")
 INTERNAL_ERROR = -32603
 
 
-class TaskFailed(Exception):
+class TaskFailed(EventLogError):
     """Raise from a task's coroutine to settle it `failed` with this JSON-RPC error."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
+        super().__init__(0, "task_failed", f"{code}: {message}")
+        self.rpc_code = code
         self.message = message
         self.data = data
 
     def to_error(self) -> dict[str, Any]:
         """The JSON-RPC error object."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        error: dict[str, Any] = {"code": self.rpc_code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data
         return error
 
 
-class TaskStopped(Exception):
+class TaskStopped(EventLogError):
     """The task can no longer be written by this worker: it was cancelled or settled
     elsewhere (`TerminalGeneration`), or another attempt took it over (`Superseded`)."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+        super().__init__(0, "task_stopped", reason)
         self.reason = reason
 
 
