@@ -26,7 +26,8 @@ from app.storage import events, generations
 from app.storage.database import Database, dialect_for
 from app.storage.postgres import DirectTransactions, PostgresDialect
 from app.storage.records import AppendResult
-from app.storage.sqlite import GroupCommit, SqliteDialect
+from app.storage.group_commit import GroupCommit
+from app.storage.sqlite import SqliteDialect
 from app.storage.transactions import Work
 from app.storage.wakeups import LocalCommits
 
@@ -171,12 +172,12 @@ async def test_the_committer_does_not_keep_the_context_of_the_request_that_start
             await database.write(insert(value))
 
     noting = Noting()
-    logging.getLogger("app.storage.sqlite").addFilter(noting)
+    logging.getLogger("app.storage.group_commit").addFilter(noting)
     try:
         await asyncio.create_task(as_request("first", 1))  # this request starts the committer
         await asyncio.create_task(as_request("second", 1))  # a duplicate: the group fails
     finally:
-        logging.getLogger("app.storage.sqlite").removeFilter(noting)
+        logging.getLogger("app.storage.group_commit").removeFilter(noting)
     # the committer's own log line ("a group of 1 writes failed") carries no request's id
     assert seen == [None]
 

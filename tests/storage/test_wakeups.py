@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
 
 from app.storage.postgres import CHANNEL, PostgresNotifications, parse_payload
-from app.storage.sqlite import SqliteDataVersion
+from app.storage.sqlite_poll import SqliteDataVersion
 from app.storage.wakeups import LocalCommits
 
 
