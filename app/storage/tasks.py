@@ -113,7 +113,7 @@ def create(conn: Connection, new: NewTask, now: datetime) -> tuple[TaskRecord, G
     stream = {"stream_id": rows.stream["stream_id"], "tenant": new.tenant}
     gen = GenerationRecord.from_row({**stored.generation, **stream})
     touched(conn, gen.stream_pk)
-    generations.remember(gen)
+    generations.remember(conn, gen)
     return TaskRecord.from_row(stored.task), gen
 
 
@@ -216,11 +216,14 @@ def _open_generation(
 
 
 def change(conn: Connection, task: TaskRecord, values: Mapping[str, Any]) -> TaskRecord:
-    """Write `values` into the task's row (its caller holds the row) and read it back."""
+    """Write `values` into the task's row (its caller holds the row); the row as it is now
+    (written and returned by one `UPDATE … RETURNING`, or read when there is nothing to write)."""
+    mine = tasks.c.task_id == task.task_id
     if values:
-        conn.execute(update(tasks).where(tasks.c.task_id == task.task_id).values(**values))
-    changed = conn.execute(select(tasks).where(tasks.c.task_id == task.task_id)).one()
-    return TaskRecord.from_row(changed._mapping)
+        query: Any = update(tasks).where(mine).values(**values).returning(*tasks.c)
+    else:
+        query = select(tasks).where(mine)
+    return TaskRecord.from_row(conn.execute(query).one()._mapping)
 
 
 def renew(conn: Connection, task: TaskRecord, now: datetime) -> datetime:
@@ -239,9 +242,18 @@ def renew(conn: Connection, task: TaskRecord, now: datetime) -> datetime:
 
 def finish_events(conn: Connection, task: TaskRecord, now: datetime) -> None:
     """Make the current attempt's generation terminal at its tail: the task settled, so its
-    live readers get `end` and a late append of its worker is refused `terminal`."""
-    if generations.find(conn, task.generation) is not None:
-        generations.terminate(conn, task.generation, now)
+    live readers get `end` and a late append of its worker is refused `terminal`.
+
+    One guarded UPDATE: a generation already terminal (or purged) is left as it is."""
+    g = generations_table.c
+    finished = conn.execute(
+        update(generations_table)
+        .where(g.token == task.generation, g.terminal.is_(False))
+        .values(terminal=True, terminal_seq=g.tail_seq, terminal_at=now)
+        .returning(g.stream_pk)
+    ).scalar_one_or_none()
+    if finished is not None:
+        touched(conn, finished)
 
 
 def settle_lapsed(conn: Connection, task_id: str, now: datetime) -> TaskRecord | None:

@@ -108,7 +108,7 @@ async def test_the_fast_path_answers_as_the_full_path_does(
     monkeypatch.setattr(events, "_append_at_tail", counted)
     # The script with the fast path off: every append reads first.
     with monkeypatch.context() as off:
-        off.setattr(generations, "remembered", lambda _token, _tenant: None)
+        off.setattr(generations, "remembered", lambda _conn, _token, _tenant: None)
         full = await _script(settings, seed)
     assert taken.count(True) == 0
     # The same script on an empty database through each way the database can write the
