@@ -10,26 +10,18 @@ import contextvars
 import logging
 import threading
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 
-import asyncpg
 import pytest
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 
-from app.domain.append import AppendConflict, EventBody
-from app.domain.ids import StreamKey
+from app.domain.append import AppendConflict
 from app.errors import ConflictingBatch, StorageError, StorageUnavailable
 from app.settings import Settings
-from app.storage import events, generations
-from app.storage.database import Database, dialect_for
-from app.storage.postgres import DirectTransactions, PostgresDialect
-from app.storage.records import AppendResult
+from app.storage.database import Database
 from app.storage.group_commit import GroupCommit
-from app.storage.sqlite import SqliteDialect
 from app.storage.transactions import Work
-from app.storage.wakeups import LocalCommits
 
 
 @pytest.fixture
@@ -144,17 +136,6 @@ async def test_close_answers_the_group_in_flight_and_refuses_the_queue(database:
     assert await stored(database) == [1]
 
 
-def test_each_database_gets_its_write_path() -> None:
-    assert isinstance(dialect_for("sqlite+aiosqlite:///x.db"), SqliteDialect)
-    postgres = dialect_for("postgresql+asyncpg://nobody@127.0.0.1/none")
-    assert isinstance(postgres, PostgresDialect)
-    settings = Settings(database_url="postgresql+asyncpg://nobody@127.0.0.1/none")
-    engines = postgres.engines(settings)
-    assert isinstance(postgres.transactions(settings, engines, LocalCommits()), DirectTransactions)
-    with pytest.raises(ValueError, match="unsupported"):
-        dialect_for("mysql+aiomysql://nobody@127.0.0.1/none")
-
-
 async def test_the_committer_does_not_keep_the_context_of_the_request_that_started_it(
     database: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -180,46 +161,3 @@ async def test_the_committer_does_not_keep_the_context_of_the_request_that_start
         logging.getLogger("app.storage.group_commit").removeFilter(noting)
     # the committer's own log line ("a group of 1 writes failed") carries no request's id
     assert seen == [None]
-
-
-async def test_a_pooled_connection_closed_by_the_server_costs_no_error(
-    postgres_database: str,
-) -> None:
-    """No ping at checkout: a write or read whose pooled connection the server closed runs
-    again on a fresh one (nothing was sent before COMMIT), and is stored exactly once."""
-    db = Database(Settings(database_url=postgres_database, db_pool_size=2))
-    now = datetime.now(UTC)
-    opening = generations.NewGeneration(reason=None, producer=None, max_events=9, ttl_seconds=60)
-    try:
-        gen = await db.write(
-            lambda c: generations.open_generation(c, StreamKey("t", "s.closed"), opening, now)
-        )
-        async with db.connect() as first, db.connect() as second:  # the whole pool
-            pids = [
-                (await conn.exec_driver_sql("SELECT pg_backend_pid()")).scalar_one()
-                for conn in (first, second)
-            ]
-        killer = await asyncpg.connect(
-            make_url(postgres_database)
-            .set(drivername="postgresql")
-            .render_as_string(hide_password=False)
-        )
-        try:
-            await killer.execute(
-                "SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid", pids
-            )
-        finally:
-            await killer.close()
-
-        def append(conn: Connection) -> AppendResult:
-            body = [EventBody("x")]
-            return events.append(
-                conn, "t", gen.token, body, first_seq=None, terminal=False, now=now
-            )
-
-        result = await db.write(append)
-        assert (result.first_seq, result.duplicate) == (1, False)
-        stored = await db.read(lambda c: generations.get(c, gen.token))
-        assert (stored.tail_seq, stored.retained_events) == (1, 1)
-    finally:
-        await db.close()
