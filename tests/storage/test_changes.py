@@ -4,21 +4,14 @@ appends follow one another at one generation's tail (anything else says "read ag
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from sqlalchemy import create_engine
 
 from app.storage.changes import TailAppend, take_touched, touched
 from app.storage.records import EventRecord, GenerationRecord
+from tests.storage.fakes import generation_record
 
-NOW = datetime(2026, 12, 3, tzinfo=UTC)
-GEN = GenerationRecord(
-    pk=1, token="g1", stream_pk=7, stream_id="s", tenant="t", epoch=1, reason="initial",
-    producer=None, head_seq=1, tail_seq=2, retained_events=2, retained_bytes=2,
-    terminal=False, terminal_seq=None, max_events=10, ttl_seconds=60, supersedes=None,
-    created_at=NOW, last_append_at=NOW, expires_at=NOW, terminal_at=None,
-    superseded_at=None, expired_at=None,
-)  # fmt: skip
+GEN = generation_record(tail_seq=2, terminal=False)
 
 
 def _appended(gen: GenerationRecord, *seqs: int) -> TailAppend:

@@ -14,7 +14,7 @@ from app.settings import Settings
 from app.storage import generations
 from app.storage.database import Database
 from app.storage.generations import KnownGenerations, NewGeneration
-from app.storage.records import GenerationRecord
+from tests.storage.fakes import generation_record
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 OPENING = NewGeneration(reason=None, producer="p", max_events=10, ttl_seconds=60)
@@ -37,13 +37,7 @@ async def test_each_database_knows_only_the_generations_it_has_seen(settings: Se
 
 
 def test_the_set_is_bounded_and_a_bare_connection_keeps_nothing() -> None:
-    gen = GenerationRecord(
-        pk=1, token="tok", stream_pk=1, stream_id="s", tenant="t", epoch=1, reason="initial",
-        producer=None, head_seq=1, tail_seq=0, retained_events=0, retained_bytes=0,
-        terminal=False, terminal_seq=None, max_events=10, ttl_seconds=60, supersedes=None,
-        created_at=NOW, last_append_at=NOW, expires_at=NOW, terminal_at=None,
-        superseded_at=None, expired_at=None,
-    )  # fmt: skip
+    gen = generation_record()
     known = KnownGenerations(most=2)
     known.put(gen)
     assert known.get("tok", "t") is not None

@@ -4,27 +4,13 @@ own (its readers were woken at COMMIT)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import asyncpg
 from sqlalchemy.engine import make_url
 
 from app.storage.postgres import CHANNEL, PostgresNotifications, parse_payload
 from app.storage.wakeups import LocalCommits
-
-
-class _Hub:
-    def __init__(self) -> None:
-        self.up = asyncio.Event()
-
-    def source_up(self, _name: str, _up: bool) -> None:
-        self.up.set()
-
-    def watched(self) -> list[int]:
-        return []
-
-    def wake(self, _pks: Any) -> None:
-        pass
+from tests.storage.fakes import RecordingHub
 
 
 def test_a_payload_names_its_origin_and_old_payloads_still_parse() -> None:
@@ -35,19 +21,10 @@ def test_a_payload_names_its_origin_and_old_payloads_still_parse() -> None:
     assert parse_payload("garbage").stream_pks == set()  # wakes everyone
 
 
-class _Recording(_Hub):
-    def __init__(self) -> None:
-        super().__init__()
-        self.woken: list[Any] = []
-
-    def wake(self, pks: Any, _sent_at: float | None = None) -> None:
-        self.woken.append(pks)
-
-
 async def test_a_database_skips_its_own_notifications(postgres_database: str) -> None:
     """Its readers were woken at COMMIT: its own NOTIFY would wake them (and read) twice.
     Another `Database` in the same process is another origin: its notifications wake."""
-    hub = _Recording()
+    hub = RecordingHub()
     own = LocalCommits().origin
     source = PostgresNotifications(postgres_database, origin=own)
     listener = asyncio.create_task(source.run(hub))

@@ -12,20 +12,7 @@ from typing import Any
 from sqlalchemy import create_engine, event
 
 from app.storage.sqlite_poll import SqliteDataVersion
-
-
-class _Hub:
-    def __init__(self) -> None:
-        self.up = asyncio.Event()
-
-    def source_up(self, _name: str, _up: bool) -> None:
-        self.up.set()
-
-    def watched(self) -> list[int]:
-        return []
-
-    def wake(self, _pks: Any) -> None:
-        pass
+from tests.storage.fakes import Hub
 
 
 async def test_a_stop_during_a_poll_closes_the_connection_only_after_the_poll(
@@ -46,7 +33,7 @@ async def test_a_stop_during_a_poll_closes_the_connection_only_after_the_poll(
     def _closing(*_args: Any) -> None:
         busy.append(in_poll.is_set() and not release.is_set())
 
-    hub = _Hub()
+    hub = Hub()
     poller = asyncio.create_task(SqliteDataVersion(engine, interval=0.01).run(hub))
     await asyncio.wait_for(hub.up.wait(), 5)
     await asyncio.to_thread(in_poll.wait, 5)
