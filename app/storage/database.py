@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app.settings import Settings
 from app.storage.dialect import Dialect, Engines
 from app.storage.errors import translated_errors
+from app.storage.generations import KnownGenerations
 from app.storage.migrate import current_revision
 from app.storage.postgres import PostgresDialect
 from app.storage.schema import streams
@@ -56,8 +57,12 @@ class Database:
         self._transactions: Transactions = self.dialect.transactions(
             settings, self._engines, self._local
         )
+        # The generations this database has seen, for appends without a read: its own,
+        # never shared with another `Database` of the process.
+        self._known = KnownGenerations()
         for engine in self.sync_engines:  # every engine a unit of work runs on
             self.dialect.bind(engine)
+            self._known.bind(engine)
 
     def wakeup_sources(self) -> list[WakeupSource]:
         """Where live readers hear of changes: this process's commits, then other processes'."""

@@ -63,9 +63,9 @@ def trim(conn: Connection, *, older_than: datetime, keep: int, limit: int) -> in
     """Delete up to `limit` decisions older than `older_than` or, within each tenant,
     beyond that tenant's newest `keep`, oldest first.
 
-    Per tenant, so that one tenant's resumes never push another's entries out (issue 21,
-    item 6): the log holds at most `keep` entries per tenant, and tenants are as many as
-    the configured keys name.
+    Per tenant, so that one tenant's resumes never push another's entries out: the log
+    holds at most `keep` entries per tenant, and tenants are as many as the configured keys
+    name.
     """
     over: list[ColumnElement[bool]] = [decisions.c.decided_at < older_than]
     crowded = select(decisions.c.tenant).group_by(decisions.c.tenant).having(func.count() > keep)

@@ -17,6 +17,8 @@ One SQLAlchemy Core implementation serves both databases (`generations`, `events
   SQLite serves one machine and serialises every write anyway);
 - `append_at_tail`: the common append as one guarded write; the shared two statements of
   `app/storage/tail.py` unless the database has a better statement for it;
+- `create_task`: a new task's three rows written together; the shared three INSERTs of
+  `app/storage/task_rows.py` unless the database can run them as one statement;
 - `starts_with`: a case-sensitive prefix match (`LIKE`, which SQLite's is not for ASCII:
   there `GLOB`);
 - `location_problem`: why the database cannot be opened, when that shows before trying
@@ -43,6 +45,7 @@ from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
 from app.storage import tail
+from app.storage.task_rows import NewTaskRows, StoredTaskRows, three_statements
 from app.storage.transactions import Checkouts, Transactions
 from app.storage.wakeups import LocalCommits, WakeupSource
 
@@ -100,6 +103,13 @@ class Dialect(ABC):
         Shared: one `UPDATE … RETURNING`, then one INSERT (`tail.two_statements`).
         """
         return tail.two_statements(conn, at)
+
+    def create_task(self, conn: Connection, rows: NewTaskRows) -> StoredTaskRows:
+        """Write a new task's stream, first generation and task row; their rows as stored.
+
+        Shared: one `INSERT … RETURNING` per row (`task_rows.three_statements`).
+        """
+        return three_statements(conn, rows)
 
     def starts_with(self, column: Column[str], prefix: str) -> ColumnElement[bool]:
         """`column` begins with `prefix`, letter case included (the admin listing's filter).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -54,3 +55,9 @@ def _describe(error: BaseException) -> str:
     # The first line only: driver messages can carry SQL parameters, i.e. event data.
     text = str(getattr(error, "orig", None) or error)
     return text.splitlines()[0][:200] if text else type(error).__name__
+
+
+def is_read_only(error: BaseException) -> bool:
+    """SQLITE_READONLY (or one of its extended codes): the SQLite connection may not write."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.Error) and isinstance(code, int) and code & 0xFF == 8

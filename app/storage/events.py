@@ -54,7 +54,7 @@ def append(
     if fast is not None:
         return fast
     gen = generations.get(conn, token, tenant=tenant, lock=True)
-    generations.remember(gen)
+    generations.remember(conn, gen)
     state = generations.state_at(gen, now)
     claimed = overlap(state, first_seq, len(bodies))
     stored = _bodies(conn, gen.pk, claimed) if claimed else {}
@@ -82,7 +82,7 @@ def _append_at_tail(
 ) -> AppendResult | None:
     """The common append in the database's way (`Dialect.append_at_tail`), for a generation
     this process has seen; None (nothing written) when it needs the full path."""
-    known = generations.remembered(token, tenant)
+    known = generations.remembered(conn, token, tenant)
     if known is None or not batch.bodies:
         return None
     expires_at = now + timedelta(seconds=known.ttl_seconds)

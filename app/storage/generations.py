@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, case, func, insert, select, tuple_, update
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy import Select, case, event, func, insert, select, tuple_, update
+from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from app.domain.append import GenerationState, writable
 from app.domain.ids import StreamKey, new_token
@@ -54,26 +55,55 @@ class Known:
         return GenerationRecord.from_row({**row, **stream})
 
 
-# Per process, bounded; safe to share between replicas and threads because what it holds
-# is immutable in the database. A stale entry (a purged generation, a reused rowid) only
-# makes the append's guarded UPDATE match nothing: the full path then reads the row.
-_KNOWN: dict[str, Known] = {}
-_KNOWN_MAX = 50_000
+_KNOWN_KEY = "eventlog.known"
 
 
-def remember(gen: GenerationRecord) -> None:
-    """Keep `gen`'s immutable facts for later appends to it."""
-    if len(_KNOWN) >= _KNOWN_MAX:
-        _KNOWN.clear()
-    _KNOWN[gen.token] = Known(
-        gen.pk, gen.stream_pk, gen.stream_id, gen.tenant, gen.ttl_seconds, gen.lease_seconds
-    )
+class KnownGenerations:
+    """The immutable facts of the generations one `Database` opened or appended to, by token.
+
+    Bounded (cleared when full). Safe to share between that database's connections and
+    threads because what it holds never changes in the database: a stale entry (a purged
+    generation, a reused rowid) only makes the append's guarded UPDATE match nothing, and
+    the full path then reads the row.
+    """
+
+    def __init__(self, most: int = 50_000) -> None:
+        self._known: dict[str, Known] = {}
+        self._most = most
+
+    def put(self, gen: GenerationRecord) -> None:
+        """Keep `gen`'s immutable facts."""
+        if len(self._known) >= self._most:
+            self._known.clear()
+        self._known[gen.token] = Known(
+            gen.pk, gen.stream_pk, gen.stream_id, gen.tenant, gen.ttl_seconds, gen.lease_seconds
+        )
+
+    def get(self, token: str, tenant: str) -> Known | None:
+        """The facts kept for `token`, if seen within `tenant`."""
+        known = self._known.get(token)
+        return known if known is not None and known.tenant == tenant else None
+
+    def bind(self, engine: Engine) -> None:
+        """Make this the set `remember` and `remembered` use on every connection of `engine`."""
+
+        @event.listens_for(engine, "connect")
+        def _mark(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+            record.info[_KNOWN_KEY] = self
 
 
-def remembered(token: str, tenant: str) -> Known | None:
-    """The facts kept for `token`, if this process has seen it within `tenant`."""
-    known = _KNOWN.get(token)
-    return known if known is not None and known.tenant == tenant else None
+def remember(conn: Connection, gen: GenerationRecord) -> None:
+    """Keep `gen`'s immutable facts for later appends to it (in the set of `conn`'s database;
+    a connection outside a `Database` keeps nothing)."""
+    known: KnownGenerations | None = conn.info.get(_KNOWN_KEY)
+    if known is not None:
+        known.put(gen)
+
+
+def remembered(conn: Connection, token: str, tenant: str) -> Known | None:
+    """The facts `conn`'s database kept for `token`, if it has seen it within `tenant`."""
+    known: KnownGenerations | None = conn.info.get(_KNOWN_KEY)
+    return None if known is None else known.get(token, tenant)
 
 
 def _select() -> Select[Any]:
@@ -290,7 +320,7 @@ def open_generation(
     )
     touched(conn, row.id)
     opened = get(conn, token)
-    remember(opened)
+    remember(conn, opened)
     return opened
 
 

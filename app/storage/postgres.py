@@ -20,7 +20,9 @@ Everything that is PostgreSQL's alone is here, behind the hooks of `Dialect`:
 - the common append in one statement (`append_at_tail`): a data-modifying CTE that moves
   the tail (the shared guarded `UPDATE … RETURNING` of `tail.py`), inserts the rows and
   calls `pg_notify`, so that an append is one round trip between BEGIN and COMMIT; a
-  stream it announced is not announced again at COMMIT.
+  stream it announced is not announced again at COMMIT;
+- a new task in one statement (`create_task`): a CTE of the three INSERTs of
+  `task_rows.py` that announces the new stream the same way.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.sql.dml import Insert
 
 from app.settings import Settings
-from app.storage import schema, tail
+from app.storage import schema, tail, task_rows
 from app.storage.changes import Changes, take_touched
 from app.storage.dialect import Dialect, Engines
 from app.storage.errors import translated_errors
@@ -135,6 +137,20 @@ class PostgresDialect(Dialect):
         moved = row._mapping
         conn.info.setdefault(_ANNOUNCED, set()).add(moved["stream_pk"])
         return moved
+
+    def create_task(
+        self, conn: Connection, rows: task_rows.NewTaskRows
+    ) -> task_rows.StoredTaskRows:
+        """One statement: insert the stream, its generation and the task, announce the stream."""
+        origin = conn.info.get(_ORIGIN)
+        if origin is None:  # a write outside `DirectTransactions` (nothing to announce as)
+            return task_rows.three_statements(conn, rows)
+        params = rows.params() | {"b_channel": CHANNEL, "b_head": f"{origin};{time.time():.6f};"}
+        row = conn.execute(_CREATE_TASK, params).one()._mapping
+        generation = {name: row[f"g_{name}"] for name in _GENERATION_NAMES}
+        task = {name: row[f"t_{name}"] for name in task_rows.TASK_COLUMNS}
+        conn.info.setdefault(_ANNOUNCED, set()).add(generation["stream_pk"])
+        return task_rows.StoredTaskRows(generation, task)
 
     @asynccontextmanager
     async def exclusive(self, engines: Engines, key: int) -> AsyncIterator[bool]:
@@ -321,3 +337,28 @@ def _one_statement(checked_seq: bool, terminal: bool) -> Any:
 
 _EPOCH = (datetime.fromtimestamp(0, UTC),) * 3
 _ONE_STATEMENT = {(c, t): _one_statement(c, t) for c in (False, True) for t in (False, True)}
+
+
+def _create_task() -> Any:
+    """`WITH s AS (INSERT INTO streams … RETURNING id), g AS (INSERT INTO generations …
+    SELECT FROM s RETURNING *), t AS (INSERT INTO tasks … RETURNING *), told AS (SELECT
+    pg_notify(…) FROM s) SELECT g.*, t.* FROM g, t, told` (columns labelled `g_…`, `t_…`)."""
+    g = schema.generations
+    s = task_rows.STREAM_INSERT.cte("s")
+    values = task_rows.bound_values(g, "g", task_rows.GENERATION_COLUMNS)
+    opened = (
+        insert(g)
+        .from_select(["stream_pk", *values], select(s.c.id, *values.values()))
+        .returning(*g.c)
+        .cte("g")
+    )
+    stored = task_rows.TASK_INSERT.cte("t")
+    payload = bindparam("b_head", type_=Text) + cast(s.c.id, Text)
+    told = select(func.pg_notify(bindparam("b_channel"), payload).label("told")).cte("told")
+    columns = [opened.c[n].label(f"g_{n}") for n in _GENERATION_NAMES]
+    columns += [stored.c[n].label(f"t_{n}") for n in task_rows.TASK_COLUMNS]
+    return select(*columns).select_from(opened.join(stored, true()).join(told, true()))
+
+
+_GENERATION_NAMES = tuple(c.name for c in schema.generations.columns)
+_CREATE_TASK = _create_task()

@@ -12,7 +12,7 @@ SQLAlchemy's per-statement construction and cache key were most of an append's C
 `two_statements` is the default of the dialect hook `Dialect.append_at_tail`, which a
 database with a better way to run the same append overrides (PostgreSQL: one CTE that
 wraps the same `UPDATE`; SQLite: the same two statements on the driver's cursor);
-`tests/storage/test_append_path.py` holds each way to the full path's answers.
+`tests/storage/test_tail.py` holds each way to the full path's answers.
 """
 
 from __future__ import annotations

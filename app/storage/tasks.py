@@ -16,16 +16,19 @@ from datetime import datetime, timedelta
 from math import ceil
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, select, tuple_, update
+from sqlalchemy import ColumnElement, delete, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from app.domain.ids import StreamKey, new_token
 from app.domain.tasks import ACTIVE, TaskStatus, task_stream_id, worker_lost_error
 from app.storage import generations
+from app.storage.changes import touched
+from app.storage.dialect import dialect_of
 from app.storage.generations import NewGeneration
 from app.storage.records import GenerationRecord
 from app.storage.schema import generations as generations_table
 from app.storage.schema import tasks
+from app.storage.task_rows import GENERATION_COLUMNS, NewTaskRows
 
 _ACTIVE = [status.value for status in ACTIVE]
 
@@ -103,32 +106,65 @@ def find(
 
 
 def create(conn: Connection, new: NewTask, now: datetime) -> tuple[TaskRecord, GenerationRecord]:
-    """Store a `working` task and open its first attempt's generation."""
-    task_id = new_token()
+    """Store a `working` task and open its first attempt's generation, without a read: the
+    task's stream is new, so its generation is epoch 1 and the rows are known in advance."""
+    rows = _first_rows(new_token(), new_token(), new, now)
+    stored = dialect_of(conn).create_task(conn, rows)
+    stream = {"stream_id": rows.stream["stream_id"], "tenant": new.tenant}
+    gen = GenerationRecord.from_row({**stored.generation, **stream})
+    touched(conn, gen.stream_pk)
+    generations.remember(conn, gen)
+    return TaskRecord.from_row(stored.task), gen
+
+
+def _first_rows(task_id: str, token: str, new: NewTask, now: datetime) -> NewTaskRows:
     lease = now + timedelta(seconds=new.lease_seconds)
-    gen = _open_generation(conn, task_id, new, "initial", new.producer, lease, now)
-    conn.execute(
-        insert(tasks).values(
-            task_id=task_id,
-            tenant=new.tenant,
-            principal=new.principal,
-            status=TaskStatus.WORKING.value,
-            status_message=None,
-            created_at=now,
-            last_updated_at=now,
-            ttl_ms=new.ttl_ms,
-            poll_interval_ms=new.poll_interval_ms,
-            expires_at=now + timedelta(milliseconds=new.ttl_ms),
-            attempt=gen.epoch,
-            generation=gen.token,
-            lease_seconds=new.lease_seconds,
-            lease_expires_at=lease,
-            request=new.request,
-        )
-    )
-    record = find(conn, task_id, now, tenant=new.tenant)
-    assert record is not None, "a task is found in the transaction that stored it"
-    return record, gen
+    # The events outlive the task: the generation's TTL counts from its last write, which
+    # is never before the task's creation.
+    ttl_seconds = ceil(new.ttl_ms / 1000)
+    stream = {
+        "tenant": new.tenant,
+        "stream_id": task_stream_id(task_id),
+        "last_epoch": 1,
+        "created_at": now,
+        "updated_at": now,
+    }
+    generation = dict.fromkeys(GENERATION_COLUMNS) | {
+        "token": token,
+        "epoch": 1,
+        "reason": "initial",
+        "producer": new.producer,
+        "head_seq": 1,
+        "tail_seq": 0,
+        "retained_events": 0,
+        "retained_bytes": 0,
+        "terminal": False,
+        "max_events": new.max_events,
+        "ttl_seconds": ttl_seconds,
+        "created_at": now,
+        "last_append_at": now,
+        "expires_at": now + timedelta(seconds=ttl_seconds),
+        "lease_seconds": new.lease_seconds,
+        "lease_expires_at": lease,
+        "pipeline": 0,
+    }
+    task = {
+        "task_id": task_id,
+        "tenant": new.tenant,
+        "principal": new.principal,
+        "status": TaskStatus.WORKING.value,
+        "created_at": now,
+        "last_updated_at": now,
+        "ttl_ms": new.ttl_ms,
+        "poll_interval_ms": new.poll_interval_ms,
+        "expires_at": now + timedelta(milliseconds=new.ttl_ms),
+        "attempt": 1,
+        "generation": token,
+        "lease_seconds": new.lease_seconds,
+        "lease_expires_at": lease,
+        "request": new.request,
+    }
+    return NewTaskRows(stream, generation, task)
 
 
 def open_attempt(
@@ -180,11 +216,14 @@ def _open_generation(
 
 
 def change(conn: Connection, task: TaskRecord, values: Mapping[str, Any]) -> TaskRecord:
-    """Write `values` into the task's row (its caller holds the row) and read it back."""
+    """Write `values` into the task's row (its caller holds the row); the row as it is now
+    (written and returned by one `UPDATE … RETURNING`, or read when there is nothing to write)."""
+    mine = tasks.c.task_id == task.task_id
     if values:
-        conn.execute(update(tasks).where(tasks.c.task_id == task.task_id).values(**values))
-    changed = conn.execute(select(tasks).where(tasks.c.task_id == task.task_id)).one()
-    return TaskRecord.from_row(changed._mapping)
+        query: Any = update(tasks).where(mine).values(**values).returning(*tasks.c)
+    else:
+        query = select(tasks).where(mine)
+    return TaskRecord.from_row(conn.execute(query).one()._mapping)
 
 
 def renew(conn: Connection, task: TaskRecord, now: datetime) -> datetime:
@@ -203,9 +242,18 @@ def renew(conn: Connection, task: TaskRecord, now: datetime) -> datetime:
 
 def finish_events(conn: Connection, task: TaskRecord, now: datetime) -> None:
     """Make the current attempt's generation terminal at its tail: the task settled, so its
-    live readers get `end` and a late append of its worker is refused `terminal`."""
-    if generations.find(conn, task.generation) is not None:
-        generations.terminate(conn, task.generation, now)
+    live readers get `end` and a late append of its worker is refused `terminal`.
+
+    One guarded UPDATE: a generation already terminal (or purged) is left as it is."""
+    g = generations_table.c
+    finished = conn.execute(
+        update(generations_table)
+        .where(g.token == task.generation, g.terminal.is_(False))
+        .values(terminal=True, terminal_seq=g.tail_seq, terminal_at=now)
+        .returning(g.stream_pk)
+    ).scalar_one_or_none()
+    if finished is not None:
+        touched(conn, finished)
 
 
 def settle_lapsed(conn: Connection, task_id: str, now: datetime) -> TaskRecord | None:

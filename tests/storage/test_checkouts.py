@@ -66,10 +66,9 @@ async def test_no_read_is_overtaken_by_more_than_the_callers_ahead_of_it(
     event loop, as under load); now and then one more read asks. Served in turn, it is
     overtaken only by the callers already waiting (one read each) and the reads already
     granted: never by more than callers + connections, as long as every checkout costs the
-    same (kept connections: SQLite's old 5 + 10 pool opened an overflow connection now and
-    then, and that read fell behind by a few more; CI saw 78 > 75 once). The pool's own
-    queue let callers that asked again take connections from woken waiters, again and again
-    (here, ungated: 101-464)."""
+    same (kept connections: an overflow connection opened at checkout would put that read
+    behind by a few more). The pool's own queue lets callers that ask again take
+    connections from woken waiters, again and again; the checkouts' turns do not."""
     database = Database(settings)
     capacity = database._engines.checkouts.capacity
     callers = 4 * capacity

@@ -3,25 +3,10 @@ record by name, so a field the domain adds and the record lacks fails here, not 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from app.domain.append import GenerationState
 from app.domain.decision import GenerationFacts
-from app.storage.records import GenerationRecord
-
-NOW = datetime(2026, 11, 30, tzinfo=UTC)
-
-
-def _record(**changes: object) -> GenerationRecord:
-    fields: dict[str, object] = {
-        "pk": 3, "token": "tok", "stream_pk": 7, "stream_id": "s", "tenant": "t", "epoch": 2,
-        "reason": "reset", "producer": None, "head_seq": 4, "tail_seq": 9,
-        "retained_events": 6, "retained_bytes": 60, "terminal": True, "terminal_seq": 9,
-        "max_events": 6, "ttl_seconds": 60, "supersedes": "old", "created_at": NOW,
-        "last_append_at": NOW, "expires_at": NOW, "terminal_at": NOW, "superseded_at": None,
-        "expired_at": None,
-    }  # fmt: skip
-    return GenerationRecord(**(fields | changes))  # type: ignore[arg-type]
+from tests.storage.fakes import NOW
+from tests.storage.fakes import generation_record as _record
 
 
 def test_the_append_rules_see_the_counters_and_marks() -> None:

@@ -1,7 +1,6 @@
-"""The decision audit log is bounded per tenant (issue 21, item 6), on both databases.
-
-It was one FIFO: 1,500 resumes of tenant B removed every entry of tenant A's. Now the
-retention pass keeps each tenant's newest `EVENTLOG_DECISION_LOG_MAX_ROWS` entries.
+"""The decision audit log is bounded per tenant, on both databases: the retention pass
+keeps each tenant's newest `EVENTLOG_DECISION_LOG_MAX_ROWS` entries, so that one tenant's
+many resumes never remove another tenant's entries.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`mcp-eventlog migrate` on PostgreSQL takes an advisory lock (issue 13.8): replicas that
+"""`mcp-eventlog migrate` on PostgreSQL takes an advisory lock: replicas that
 each migrate as they start wait for one another instead of racing on the DDL."""
 
 from __future__ import annotations
