@@ -44,7 +44,7 @@ def test_event_ids_round_trip() -> None:
         ("a b", False),
         ("é", False),
         ("a\n", False),
-        # Only dots: path segments a client's URL normalisation removes (issue 21.10).
+        # Only dots: path segments a client's URL normalisation removes.
         (".", False),
         ("..", False),
         ("...", False),

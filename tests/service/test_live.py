@@ -54,7 +54,7 @@ async def test_a_storage_failure_ends_the_read_and_frees_its_slot(
 async def test_a_generation_superseded_before_its_first_event_gets_a_second_reset(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 21, item 9(a): a reader decided `reset` toward X, where X is superseded by Y
+    """A reader decided `reset` toward X, where X is superseded by Y
     before X's first event is sent, gets a second `reset` (superseded) naming Y before Y's
     events — never Y from seq 1 under the first reset. The race is forced here: Y is opened
     right after the decision, before the read takes its slot (the chaos run's timing)."""
