@@ -1,96 +1,51 @@
-"""The fan-out's interface: reader slots and their cap, watches, and what a crowd of
-readers shares — a page's frames and their encoded body, made once for all of them.
+"""The wake-up hub: a watch is rung by changes of its stream while it is watched; a stream
+with a crowd of readers is rung after a delay that grows with them, never not at all; the
+listeners hear of every change before any reader is rung.
 
-(Shared reads: tests/reliability/test_live_shared_reads.py; handed-over appends and the
-crowd delay: test_live_handoff.py.)
+(What the live reads keep per stream and the hub tells of changes: test_sharing.py.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
 
-from app.domain.decision import Reason
-from app.service.fanout import Fanout
-from app.service.frames import EventFrame, Frame, PageFrames, ResetFrame
+from app.service.hub import Hub
 from app.service.observer import Observer
-from app.storage.records import EventPage, EventRecord
-
-
-class Gauge(Observer):
-    def __init__(self) -> None:
-        self.readers: list[int] = []
-
-    def live_readers(self, count: int) -> None:
-        self.readers.append(count)
-
-
-class CountedEncode:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, batch: Sequence[Frame]) -> bytes:
-        self.calls += 1
-        return repr(list(batch)).encode()
-
-
-def page_of(*seqs: int) -> EventPage:
-    return EventPage(seqs[0] - 1, seqs[-1], tuple(EventRecord(s, None, f"d{s}") for s in seqs))
-
-
-def test_slots_are_capped_know_their_tenant_and_are_given_back_once() -> None:
-    gauge = Gauge()
-    fanout = Fanout((), gauge, max_readers=2)
-    first, second = fanout.take_slot("t1"), fanout.take_slot("t2")
-    assert first is not None
-    assert second is not None
-    assert (first.tenant, second.tenant) == ("t1", "t2")
-    assert not fanout.has_room("t1")
-    assert fanout.take_slot("t1") is None
-    first.release()
-    first.release()  # idempotent: one place back, not two
-    assert fanout.readers == 1
-    assert fanout.has_room("t3")
-    assert gauge.readers == [1, 2, 1]
 
 
 async def test_a_watch_is_rung_only_while_its_block_runs() -> None:
-    fanout = Fanout((), Observer(), max_readers=1)
-    with fanout.watch(7) as watch:
-        assert list(fanout.watched()) == [7]
+    hub = Hub((), Observer())
+    with hub.watch(7) as watch:
+        assert list(hub.watched()) == [7]
         watch.arm()
-        fanout.wake([8])
+        hub.wake([8])
         assert not await watch.wait(0)
-        fanout.wake([7])
+        hub.wake([7])
         assert await watch.wait(0)
-    assert list(fanout.watched()) == []
+    assert list(hub.watched()) == []
     watch.arm()
-    fanout.wake(None)
+    hub.wake(None)
     assert not await watch.wait(0)
 
 
-async def test_readers_given_the_same_page_share_its_frames_and_one_body() -> None:
-    fanout = Fanout((), Observer(), max_readers=1)
-    encode = CountedEncode()
-    page = page_of(1, 2)
-    frames = fanout.frames_of("tok", page)
-    assert isinstance(frames, PageFrames)
-    assert list(frames) == [EventFrame("tok", 1, None, "d1"), EventFrame("tok", 2, None, "d2")]
-    assert fanout.frames_of("tok", page) is frames
-    bodies = [fanout.encoded(fanout.frames_of("tok", page), encode) for _ in range(100)]
-    assert encode.calls == 1
-    assert all(body is bodies[0] for body in bodies)
-    # An equal page that is another object (another read) is made anew.
-    assert fanout.frames_of("tok", page_of(1, 2)) is not frames
-
-
-def test_a_batch_of_a_readers_own_is_encoded_for_it_alone() -> None:
-    fanout = Fanout((), Observer(), max_readers=1)
-    encode, other = CountedEncode(), CountedEncode()
-    own: list[Frame] = [ResetFrame(Reason.SUPERSEDED, None)]
-    fanout.encoded(own, encode)
-    fanout.encoded(own, encode)
-    assert encode.calls == 2
-    shared = fanout.frames_of("tok", page_of(3))
-    fanout.encoded(shared, encode)
-    fanout.encoded(shared, other)  # another renderer's bytes are its own
-    assert (encode.calls, other.calls) == (3, 1)
+async def test_a_crowded_stream_is_rung_after_a_delay_that_grows_with_it() -> None:
+    hub = Hub((), Observer(), fanout_per_reader=0.0005, fanout_max=0.05)
+    with hub.watch(7) as alone:  # 0.5 ms for one reader: rung at once
+        alone.arm()
+        hub.wake([7])
+        assert await alone.wait(0)
+    with contextlib.ExitStack() as stack:
+        crowd = [stack.enter_context(hub.watch(8)) for _ in range(200)]  # 100 ms, capped: 50
+        for watch in crowd:
+            watch.arm()
+        started = asyncio.get_running_loop().time()
+        hub.wake([8])
+        # Asked at once: after the changes below, a loaded machine may be past the delay.
+        assert not any(await asyncio.gather(*(watch.wait(0) for watch in crowd)))
+        for _ in range(2):  # changes meanwhile join the wake-up already due
+            await asyncio.sleep(0.01)
+            hub.wake([8])
+        assert all(await asyncio.gather(*(watch.wait(1) for watch in crowd)))
+        waited = asyncio.get_running_loop().time() - started
+        assert 0.045 <= waited < 0.5
