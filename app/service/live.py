@@ -12,17 +12,8 @@ heartbeat, so a lost wake-up delays, never loses. What a crowd of readers shares
 flight, this process's own appends, a page's frames and body: `app/service/sharing.py`)
 is this module's, told of changes by the hub.
 
-Following a generation, each read is judged in this order:
-1. the generation is gone or expired               → reset `expired`, then the next one
-2. the next event to deliver was evicted           → reset `evicted`, then the next one
-3. events after the position are retained          → deliver them (a hole: `eviction_hole`)
-4. the generation is terminal and all is delivered → `end`, and the connection closes
-5. the generation was superseded                   → reset `superseded`, then the next one
-6. the generation was abandoned (its writer's lease
-   ran out, as the lease sweep recorded)            → reset `abandoned`, then the next one
-7. otherwise                                       → wait for a wake-up (or a heartbeat)
-"The next one" is the stream's current generation from seq 1 when it is newer and still
-whole, otherwise the next generation opened after it, as soon as it is.
+Following a generation, each read is judged by `judge()` (`app/domain/follow.py`, where
+the rules are listed): deliver, read on, `end`, `reset` then the next generation, or wait.
 """
 
 from __future__ import annotations
@@ -34,7 +25,8 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
-from app.domain.decision import Reason, Verdict
+from app.domain.decision import Verdict
+from app.domain.follow import Current, Move, Seen, Turn, judge
 from app.errors import InvalidClaim, StorageError, TooManyReaders, UnknownStream
 from app.service.admission import Admission, ReaderSlot
 from app.service.eventlog import EventLogService
@@ -286,50 +278,28 @@ class LiveReads:
         )
 
     def _judge(self, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
-        """What one read of a followed generation gives the reader (rules in the module doc).
-
-        Delivering a page that reaches the tail of the snapshot settles the rest in the same
-        turn (`end`, or a reset when superseded, or wait): reading again at once would only
-        find what the read just saw, and a later change rings the watch armed before it.
-        """
-        gen = step.generation
-        if gen is None or gen.expired:
-            return self._reset(Reason.EXPIRED, step, cursor, epoch)
-        if cursor.after < gen.head_seq - 1:
-            return self._reset(Reason.EVICTED, step, cursor, epoch)
+        """What one read of a followed generation gives the reader: `judge()`'s turn
+        (`app/domain/follow.py`), its page delivered and its control frame added."""
+        gen, page, current = step.generation, step.page, step.current
+        seen = None
+        if page is not None and page.events:
+            seen = Seen(page.events[-1].seq, page.contiguous)
+        turn = judge(
+            gen,
+            after=cursor.after,
+            seen=seen,
+            followed_epoch=cursor.generation.epoch,
+            epoch=epoch,
+            current=None if current is None else Current(current.epoch, current.fully_retained),
+        )
         # The page's frames are one tuple shared by every reader given the same page (and
         # rendered once for all of them): kept as it is unless a control frame follows.
         frames: Sequence[Frame] = ()
-        if step.page is not None and step.page.events:
-            if not step.page.contiguous:
-                return self._reset(Reason.EVICTION_HOLE, step, cursor, epoch)
+        if turn.deliver:
+            assert gen is not None
             cursor.generation = gen
-            frames = self._deliver(cursor, step.page)
-            if cursor.after < gen.tail_seq:  # the page was cut short: read on
-                return _Turn(frames, cursor, epoch, again=True)
-        if gen.terminal and cursor.after >= gen.tail_seq:
-            assert gen.terminal_seq is not None
-            ended = EndFrame(gen.token, gen.terminal_seq)
-            return _Turn([*frames, ended], cursor, epoch, done=True)
-        if gen.superseded:
-            reset = self._reset(Reason.SUPERSEDED, step, cursor, epoch)
-            return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
-        if gen.abandoned:
-            # Only the recorded mark: every replica's readers then agree with the sweep
-            # that recorded it (and are woken by it), whatever their own clocks say.
-            reset = self._reset(Reason.ABANDONED, step, cursor, epoch)
-            return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
-        return _Turn(frames, cursor, epoch)
-
-    def _reset(self, reason: Reason, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
-        """Reset, then the stream's newer current generation from seq 1 if it is whole."""
-        epoch = max(epoch, cursor.generation.epoch)
-        current = step.current
-        if current is not None and current.epoch > epoch and current.fully_retained:
-            fresh = _Cursor(current, 0)
-            return _Turn([ResetFrame(reason, current.token)], fresh, current.epoch, again=True)
-        newest = epoch if current is None else max(epoch, current.epoch)
-        return _Turn([ResetFrame(reason, None)], None, newest)
+            frames = self._deliver(cursor, page)
+        return _apply(turn, frames, cursor, gen, current)
 
     async def _next_generation(self, stream_pk: int, epoch: int) -> tuple[_Cursor | None, int]:
         """The stream's current generation if it is newer than `epoch` and whole."""
@@ -387,6 +357,33 @@ class LiveReads:
         finally:
             slot.release()
         return gen, page
+
+
+def _apply(
+    turn: Turn,
+    frames: Sequence[Frame],
+    cursor: _Cursor,
+    gen: GenerationRecord | None,
+    current: GenerationRecord | None,
+) -> _Turn:
+    """The reader's frames and cursor after `turn` (its page already delivered)."""
+    match turn.move:
+        case Move.READ_ON:
+            return _Turn(frames, cursor, turn.epoch, again=True)
+        case Move.WAIT:
+            return _Turn(frames, cursor, turn.epoch)
+        case Move.END:
+            assert gen is not None
+            assert gen.terminal_seq is not None
+            ended = EndFrame(gen.token, gen.terminal_seq)
+            return _Turn([*frames, ended], cursor, turn.epoch, done=True)
+        case Move.SWITCH:
+            assert current is not None
+            assert turn.reason is not None
+            reset = ResetFrame(turn.reason, current.token)
+            return _Turn([*frames, reset], _Cursor(current, 0), turn.epoch, again=True)
+    assert turn.reason is not None  # Move.AWAIT_NEXT
+    return _Turn([*frames, ResetFrame(turn.reason, None)], None, turn.epoch)
 
 
 def _only_a_move(frames: Sequence[Frame], cursor: _Cursor | None) -> bool:
