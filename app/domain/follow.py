@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from app.domain.decision import Reason
 
@@ -58,8 +58,7 @@ class Move(StrEnum):
     """Send a `reset` naming no generation, then wait for one newer than `epoch`."""
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
+class Seen(NamedTuple):
     """The events a read found after the reader's position: the last one's seq, and
     whether every seq from the position up to it is there."""
 
@@ -67,8 +66,7 @@ class Seen:
     contiguous: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class Current:
+class Current(NamedTuple):
     """The stream's current generation, as the read saw it."""
 
     epoch: int
