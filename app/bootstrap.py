@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from app.errors import StorageError
 from app.service.admin import AdminService
+from app.service.admission import Admission
 from app.service.audit import DecisionAudit
 from app.service.background import Background
 from app.service.eventlog import EventLogService
-from app.service.fanout import Fanout
+from app.service.hub import Hub
 from app.service.leases import Leases
 from app.service.live import LiveReads
 from app.service.observer import Observer, Observers
@@ -58,7 +59,9 @@ class Container:
     audit: DecisionAudit
     retention: RetentionWorker
     leases: Leases
-    fanout: Fanout
+    hub: Hub
+    """The wake-up hub (its `drain` ends every live reader at shutdown)."""
+    admission: Admission
     live: LiveReads
     background: Background
     tasks: TaskService
@@ -123,19 +126,22 @@ def build(
     reads = ReadPath(database, settings, tracing)
     retention = RetentionWorker(database, settings, observer=observer)
     leases = Leases(database, settings, observer)
-    fanout = Fanout(
+    hub = Hub(
         database.wakeup_sources(),
+        observer,
+        fanout_per_reader=settings.live_fanout_ms_per_reader / 1000,
+        fanout_max=settings.live_fanout_max_ms / 1000,
+    )
+    admission = Admission(
         observer,
         max_readers=settings.live_max_readers,
         tenant_max=_tenant_max(settings),
-        fanout_per_reader=settings.live_fanout_ms_per_reader / 1000,
-        fanout_max=settings.live_fanout_max_ms / 1000,
         max_bytes_in_flight=settings.max_response_bytes_in_flight,
         max_pages=settings.max_pages_in_flight,
     )
-    eventlog = EventLogService(database, reads, settings, observer, leases=leases, catch_up=fanout)
+    eventlog = EventLogService(database, reads, settings, observer, leases=leases, catch_up=hub)
     background = Background(observer)
-    background.add("live-wakeups", fanout.run)
+    background.add("live-wakeups", hub.run)
     if settings.decision_log:
         background.add("decision-audit-flusher", audit.run)
     if settings.retention_interval_seconds > 0:
@@ -154,8 +160,9 @@ def build(
         audit=audit,
         retention=retention,
         leases=leases,
-        fanout=fanout,
-        live=LiveReads(eventlog, reads, fanout, settings, observer),
+        hub=hub,
+        admission=admission,
+        live=LiveReads(eventlog, reads, hub, admission, settings, observer),
         background=background,
         tasks=TaskService(database, eventlog, settings),
         task_admin=TaskAdmin(database, settings),

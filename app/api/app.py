@@ -53,7 +53,7 @@ def create_app(settings: Settings | None = None, tracing: Tracing | None = None)
                 "tenant 'default' with writer and admin scopes; serve binds to loopback only"
             )
         async with state.container.running():
-            with drained_on_signal(state.container.fanout.drain):
+            with drained_on_signal(state.container.hub.drain):
                 yield
 
     # FastAPI whose /docs and /redoc pages load their scripts from this service, not a CDN.

@@ -14,6 +14,7 @@ from app.api.metrics import Metrics
 from app.bootstrap import Container
 from app.errors import InvalidRequest
 from app.service.admin import AdminService
+from app.service.admission import Admission
 from app.service.eventlog import EventLogService
 from app.service.live import LiveReads
 from app.settings import Settings
@@ -54,6 +55,11 @@ async def get_service(request: Request) -> EventLogService:
 async def get_live(request: Request) -> LiveReads:
     """The live-read use cases."""
     return api_state(request).container.live
+
+
+async def get_admission(request: Request) -> Admission:
+    """The process's page places and budget of bytes in flight."""
+    return api_state(request).container.admission
 
 
 async def get_admin_service(request: Request) -> AdminService:
@@ -97,3 +103,4 @@ PrincipalDep = Annotated[Principal, Depends(get_principal)]
 AdminDep = Annotated[Principal, Depends(get_admin)]
 AdminServiceDep = Annotated[AdminService, Depends(get_admin_service)]
 LiveDep = Annotated[LiveReads, Depends(get_live)]
+AdmissionDep = Annotated[Admission, Depends(get_admission)]

@@ -24,6 +24,7 @@ from app.api.params import StreamId
 from app.api.problems import problem_responses
 from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
 from app.errors import DuplicateClaim, NotAcceptable
+from app.service.admission import Admission
 from app.service.frames import Closing, EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from app.service.live import LiveReads
 from app.storage.records import EventPage, GenerationRecord
@@ -237,13 +238,15 @@ async def waited_page(
             await listener
 
 
-def paged_answer(model: BaseModel, live: LiveReads, give_place: Callable[[], None]) -> Response:
+def paged_answer(
+    model: BaseModel, admission: Admission, give_place: Callable[[], None]
+) -> Response:
     """A page's JSON answer, held in the process's budget of bytes in flight (503
     `too_many_pages` past it) and in its place among the pages served at once until the
     last byte is sent, in chunks: a client that does not read holds one answer, counted."""
     try:
         response = ChunkedJSON(model.model_dump(mode="json"))
-        give_bytes = live.page_bytes(len(response.body))
+        give_bytes = admission.page_bytes(len(response.body))
     except BaseException:
         give_place()
         raise

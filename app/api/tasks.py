@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
 
 from app.api.deps import (
+    AdmissionDep,
     LiveDep,
     PrincipalDep,
     ServiceDep,
@@ -206,6 +207,7 @@ async def page_events(
     tasks: TasksDep,
     service: ServiceDep,
     live: LiveDep,
+    admission: AdmissionDep,
     settings: SettingsDep,
     principal: PrincipalQuery = None,
     after: After = 0,
@@ -219,7 +221,7 @@ async def page_events(
         raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
     tenant = caller.tenant
     task, token = await tasks.events_of(tenant, task_id, principal)
-    give_place = live.page_place()
+    give_place = admission.page_place()
     try:
         async with tasks.gone_as_evicted(tenant, token):
             if wait is None:
@@ -231,7 +233,7 @@ async def page_events(
     except BaseException:
         give_place()
         raise
-    return paged_answer(TaskEventsPage.of_task(task, gen, page), live, give_place)
+    return paged_answer(TaskEventsPage.of_task(task, gen, page), admission, give_place)
 
 
 @router.get(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 
 from app.api.auth import Principal
-from app.api.deps import LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
+from app.api.deps import AdmissionDep, LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
 from app.api.live import paged_answer, waited_page
 from app.api.params import After, PageSize, StreamId, Token, Wait
 from app.api.problems import problem_responses
@@ -139,6 +139,7 @@ async def page_events(
     principal: PrincipalDep,
     service: ServiceDep,
     live: LiveDep,
+    admission: AdmissionDep,
     settings: SettingsDep,
     after: After = 0,
     limit: PageSize = None,
@@ -153,7 +154,7 @@ async def page_events(
     size = page_limit(limit, settings)
     if wait is not None and wait > settings.live_max_wait_seconds:
         raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
-    give_place = live.page_place()
+    give_place = admission.page_place()
     try:
         if wait is None:
             gen, page = await service.page(principal.tenant, generation, after=after, limit=size)
@@ -164,7 +165,7 @@ async def page_events(
     except BaseException:
         give_place()
         raise
-    return paged_answer(PageResponse.of(gen, page), live, give_place)
+    return paged_answer(PageResponse.of(gen, page), admission, give_place)
 
 
 @router.get("/streams/{stream_id}", responses=problem_responses(404, 422))

@@ -24,7 +24,7 @@ class AppendConflict(StrEnum):
 
 # The names of live reads' control events (docs/live.md): a stored event of one of these
 # types would reach a browser's `EventSource` listeners of the service's own `reset` and
-# `end`, so an append may not use them (issue 21, item 10). Exact names: SSE event types
+# `end`, so an append may not use them. Exact names: SSE event types
 # are case-sensitive, and `Reset` dispatches to no `reset` listener.
 CONTROL_EVENT_TYPES = frozenset({"reset", "end"})
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from app.domain.append import GenerationState
 from app.domain.ids import EventId
+
+T = TypeVar("T")
 
 
 class Verdict(StrEnum):
@@ -208,21 +211,26 @@ def _predicates(
 ) -> tuple[_Predicate, ...]:
     # One predicate per row of DECISION_TABLE, in its order. Each runs only after every
     # earlier one returned False, so from row 2 on `claim` is set and from row 3 on `gen`
-    # is set; the asserts say so to the type checker.
+    # is set; `_known` says so to the type checker.
+    return (*_claim_rows(claim, asked, gen, waited), *_state_rows(claim, gen, policy))
+
+
+def _known(value: T | None) -> T:
+    assert value is not None
+    return value
+
+
+def _claim_rows(
+    claim: EventId | None, asked: str | None, gen: GenerationFacts | None, waited: bool
+) -> tuple[_Predicate, ...]:
+    """Rows 1 to 4a: what the claim itself names (its form, its generation, its stream,
+    its seq against the tail)."""
+
     def c() -> EventId:
-        assert claim is not None
-        return claim
+        return _known(claim)
 
     def g() -> GenerationFacts:
-        assert gen is not None
-        return gen
-
-    def terminal_applies() -> bool:
-        if not g().terminal:
-            return False
-        # Under `replay` only a client that already holds the terminal event is reset;
-        # one that is behind falls through to the retention rows below.
-        return policy is TerminalPolicy.RESET or c().seq >= g().tail_seq
+        return _known(gen)
 
     def beyond_window() -> bool:
         # A terminal generation's last event is its terminal one: nothing was ever shown
@@ -258,6 +266,28 @@ def _predicates(
                 "window: shown by the writer and not stored"
             ),
         ),
+    )
+
+
+def _state_rows(
+    claim: EventId | None, gen: GenerationFacts | None, policy: TerminalPolicy
+) -> tuple[_Predicate, ...]:
+    """Rows 4b to 10: what befell the generation, and what of it is still retained."""
+
+    def c() -> EventId:
+        return _known(claim)
+
+    def g() -> GenerationFacts:
+        return _known(gen)
+
+    def terminal_applies() -> bool:
+        if not g().terminal:
+            return False
+        # Under `replay` only a client that already holds the terminal event is reset;
+        # one that is behind falls through to the retention rows below.
+        return policy is TerminalPolicy.RESET or c().seq >= g().tail_seq
+
+    return (
         _Predicate(
             lambda: g().abandoned and g().current,
             lambda: "the generation was abandoned (its writer's lease ran out); start over",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 
 # 1-256 of these characters, not only dots: `.` and `..` are path segments a client's URL
-# normalisation removes, so no client could reach such a stream (issue 21, item 10). The
+# normalisation removes, so no client could reach such a stream. The
 # length is checked beside the pattern (`STREAM_ID_MAX_LENGTH`).
 STREAM_ID_PATTERN: Final = r"^[A-Za-z0-9._~:@=+\-]*[A-Za-z0-9_~:@=+\-][A-Za-z0-9._~:@=+\-]*$"
 STREAM_ID_MAX_LENGTH: Final = 256

@@ -21,7 +21,7 @@ from app.errors import (
     UnknownStream,
 )
 from app.service.clock import Clock, utc_now
-from app.service.fanout import Watch
+from app.service.hub import Watch
 from app.service.leases import Leases
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath
@@ -43,8 +43,8 @@ MAX_PIPELINE = 10_000
 
 
 class CatchUp(Protocol):
-    """Where a resume that waits for a tail hears of its stream's changes (the live
-    fan-out's watches: the wake-ups long-polls and live readers use)."""
+    """Where a resume that waits for a tail hears of its stream's changes (the wake-up
+    hub's watches: the wake-ups long-polls and live readers use)."""
 
     def watch(self, stream_pk: int) -> AbstractContextManager[Watch]: ...
 

@@ -1,8 +1,8 @@
 """What a live reader is sent: events, `reset`, `end` and heartbeats, as frames.
 
-The use case (`app/service/live.py`) decides which frames a reader gets; the fan-out
-(`app/service/fanout.py`) makes a page's event frames once for every reader given that
-page; the HTTP layer (`app/api/live.py`) renders them as Server-Sent Events.
+The use case (`app/service/live.py`) decides which frames a reader gets; its shared
+frames (`app/service/sharing.py`) make a page's event frames once for every reader given
+that page; the HTTP layer (`app/api/live.py`) renders them as Server-Sent Events.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ Frame = EventFrame | ResetFrame | EndFrame | Heartbeat | Closing
 
 
 class PageFrames(tuple[EventFrame, ...]):
-    """A page's events as frames, made by the fan-out: every reader given the same page
+    """A page's events as frames, made by `SharedFrames`: every reader given the same page
     object gets the same `PageFrames`, so what is made of it (its encoded body) is made
     once for all of them. Any other batch of frames is one reader's own."""
 

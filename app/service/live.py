@@ -4,22 +4,16 @@ A reader's claim is decided by the resume table (the same audit entry and metric
 resume); then the reader is fed frames (`app/service/frames.py`) — events, `reset`,
 `end`, heartbeats — read from the database at the reader's own pace, one page at a time.
 This module is the use case: it follows, judges each read and pages. The process's
-fan-out (`app/service/fanout.py`) holds the reader slots and wakes the readers of a
-stream when it changes (this process's commits, PostgreSQL notifications, SQLite's
-data_version); every wake-up only means "read again", and a reader that hears nothing
-still reads again at each heartbeat, so a lost wake-up delays, never loses.
+admission (`app/service/admission.py`) holds the reader slots and the budget of bytes in
+flight; its hub (`app/service/hub.py`) wakes the readers of a stream when it changes
+(this process's commits, PostgreSQL notifications, SQLite's data_version). Every wake-up
+only means "read again", and a reader that hears nothing still reads again at each
+heartbeat, so a lost wake-up delays, never loses. What a crowd of readers shares (reads in
+flight, this process's own appends, a page's frames and body: `app/service/sharing.py`)
+is this module's, told of changes by the hub.
 
-Following a generation, each read is judged in this order:
-1. the generation is gone or expired               → reset `expired`, then the next one
-2. the next event to deliver was evicted           → reset `evicted`, then the next one
-3. events after the position are retained          → deliver them (a hole: `eviction_hole`)
-4. the generation is terminal and all is delivered → `end`, and the connection closes
-5. the generation was superseded                   → reset `superseded`, then the next one
-6. the generation was abandoned (its writer's lease
-   ran out, as the lease sweep recorded)            → reset `abandoned`, then the next one
-7. otherwise                                       → wait for a wake-up (or a heartbeat)
-"The next one" is the stream's current generation from seq 1 when it is newer and still
-whole, otherwise the next generation opened after it, as soon as it is.
+Following a generation, each read is judged by `judge()` (`app/domain/follow.py`, where
+the rules are listed): deliver, read on, `end`, `reset` then the next generation, or wait.
 """
 
 from __future__ import annotations
@@ -28,20 +22,26 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
-from app.domain.decision import Reason, Verdict
-from app.errors import InvalidClaim, StorageError, TooManyPages, TooManyReaders, UnknownStream
+from app.domain.decision import Verdict
+from app.domain.follow import Current, Move, Seen, Turn, judge
+from app.errors import InvalidClaim, StorageError, TooManyReaders, UnknownStream
+from app.service.admission import Admission, ReaderSlot
 from app.service.eventlog import EventLogService
-from app.service.fanout import Encode, Fanout, ReaderSlot, Watch
 from app.service.frames import Closing, EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
+from app.service.hub import Hub, Watch
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath, Step
+from app.service.sharing import Encode, Handoffs, SharedFrames, SharedReads
 from app.settings import Settings
 from app.storage.records import EventPage, GenerationRecord
 
 log = logging.getLogger(__name__)
+
+# A read done is joined this long after (until a change of its stream retires it sooner).
+_SHARED_READ_KEPT_S = 0.5
 
 
 @dataclass(slots=True)
@@ -91,22 +91,31 @@ class Follow:
 class LiveReads:
     """The live-read use cases: follow a stream (frames), and wait for a page (long-poll).
 
-    It talks to the process's fan-out only through the fan-out's methods: a slot per
-    reader, a watch per read, and what a crowd of readers shares."""
+    It takes a slot per reader from the admission and a watch per read from the hub, and
+    owns what its crowd of readers shares: reads in flight and `handoffs`, which the hub
+    tells of every change, and a page's frames and body."""
 
     def __init__(
         self,
         eventlog: EventLogService,
         reads: ReadPath,
-        fanout: Fanout,
+        hub: Hub,
+        admission: Admission,
         settings: Settings,
         observer: Observer,
     ) -> None:
         self._eventlog = eventlog
         self._reads = reads
-        self._fanout = fanout
+        self._hub = hub
+        self._admission = admission
         self._settings = settings
         self._observer = observer
+        self._shared = SharedReads(kept_for=_SHARED_READ_KEPT_S)
+        self.handoffs = Handoffs()
+        """This process's own latest append to each watched stream."""
+        self._frames = SharedFrames()
+        hub.listen(self._shared)  # first: a reader woken by a change reads anew
+        hub.listen(self.handoffs)
 
     async def follow(self, tenant: str, stream_id: str, last_event_id: str | None) -> Follow:
         """Decide the reader's claim (audited like a resume) and take a reader slot.
@@ -115,7 +124,7 @@ class LiveReads:
         `invalid` claim, `UnknownStream` for a stream without a generation,
         `TooManyReaders` past the per-process cap.
         """
-        if not self._fanout.has_room(tenant):  # before any work
+        if not self._admission.has_room(tenant):  # before any work
             raise self._too_many(tenant)
         if last_event_id is None:
             # No position is not a claim (CONTRACT.md, Follow, "Position"): the reader holds
@@ -145,14 +154,14 @@ class LiveReads:
         return Follow(claimed.stream_pk, reading, epoch, self._slot(tenant))
 
     def _slot(self, tenant: str) -> ReaderSlot:
-        slot = self._fanout.take_slot(tenant)
+        slot = self._admission.take_slot(tenant)
         if slot is None:  # taken meanwhile by readers decided at the same time
             raise self._too_many(tenant)
         return slot
 
     def _too_many(self, tenant: str) -> TooManyReaders:
         return TooManyReaders(
-            f"{self._fanout.readers} live readers and waits already (or the share of "
+            f"{self._admission.readers} live readers and waits already (or the share of "
             f"tenant {tenant!r} of them)"
         )
 
@@ -180,11 +189,11 @@ class LiveReads:
         size = self._settings.live_chunk_bytes
         with self._serving(follow) as watch:
             async for batch in self._serve(follow, watch):
-                body = self._fanout.encoded(batch, encode)
+                body = self._frames.encoded(batch, encode)
                 if len(body) <= size:
                     yield body
                     continue
-                async with self._fanout.sending(body):
+                async with self._admission.sending(body):
                     for start in range(0, len(body), size):
                         yield body[start : start + size]
 
@@ -192,7 +201,7 @@ class LiveReads:
     def _serving(self, follow: Follow) -> Iterator[Watch]:
         """The reader's watch while it is served; its slot is freed when it ends."""
         try:
-            with self._fanout.watch(follow.stream_pk) as watch:
+            with self._hub.watch(follow.stream_pk) as watch:
                 yield watch
         except StorageError as error:
             # The stream ends; the reader reconnects with its last id and is decided again.
@@ -229,7 +238,7 @@ class LiveReads:
         blank = reading is None
         while time.monotonic() < deadline:
             watch.arm()  # before reading: a change during the read rings it
-            if self._fanout.draining:  # the process stops: reconnect, elsewhere
+            if self._hub.draining:  # the process stops: reconnect, elsewhere
                 yield (Closing(self._settings.live_retry_ms),)
                 return
             if cursor is None:
@@ -256,11 +265,11 @@ class LiveReads:
 
     async def _step(self, follow: Follow, cursor: _Cursor) -> Step:
         token, after, limit = cursor.generation.token, cursor.after, self._page_limit
-        handed = self._fanout.handed(follow.stream_pk, token, after)
+        handed = self.handoffs.handed(follow.stream_pk, token, after)
         if handed is not None and handed.page is not None and len(handed.page.events) <= limit:
             return handed  # what this process just appended: no need to read it back
         max_bytes = self._settings.live_page_bytes
-        return await self._fanout.read_shared(
+        return await self._shared.read(
             follow.stream_pk,
             ("step", follow.tenant, token, after, limit),
             lambda: self._reads.step(
@@ -269,54 +278,32 @@ class LiveReads:
         )
 
     def _judge(self, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
-        """What one read of a followed generation gives the reader (rules in the module doc).
-
-        Delivering a page that reaches the tail of the snapshot settles the rest in the same
-        turn (`end`, or a reset when superseded, or wait): reading again at once would only
-        find what the read just saw, and a later change rings the watch armed before it.
-        """
-        gen = step.generation
-        if gen is None or gen.expired:
-            return self._reset(Reason.EXPIRED, step, cursor, epoch)
-        if cursor.after < gen.head_seq - 1:
-            return self._reset(Reason.EVICTED, step, cursor, epoch)
+        """What one read of a followed generation gives the reader: `judge()`'s turn
+        (`app/domain/follow.py`), its page delivered and its control frame added."""
+        gen, page, current = step.generation, step.page, step.current
+        seen = None
+        if page is not None and page.events:
+            seen = Seen(page.events[-1].seq, page.contiguous)
+        turn = judge(
+            gen,
+            after=cursor.after,
+            seen=seen,
+            followed_epoch=cursor.generation.epoch,
+            epoch=epoch,
+            current=None if current is None else Current(current.epoch, current.fully_retained),
+        )
         # The page's frames are one tuple shared by every reader given the same page (and
         # rendered once for all of them): kept as it is unless a control frame follows.
         frames: Sequence[Frame] = ()
-        if step.page is not None and step.page.events:
-            if not step.page.contiguous:
-                return self._reset(Reason.EVICTION_HOLE, step, cursor, epoch)
+        if turn.deliver:
+            assert gen is not None
             cursor.generation = gen
-            frames = self._deliver(cursor, step.page)
-            if cursor.after < gen.tail_seq:  # the page was cut short: read on
-                return _Turn(frames, cursor, epoch, again=True)
-        if gen.terminal and cursor.after >= gen.tail_seq:
-            assert gen.terminal_seq is not None
-            ended = EndFrame(gen.token, gen.terminal_seq)
-            return _Turn([*frames, ended], cursor, epoch, done=True)
-        if gen.superseded:
-            reset = self._reset(Reason.SUPERSEDED, step, cursor, epoch)
-            return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
-        if gen.abandoned:
-            # Only the recorded mark: every replica's readers then agree with the sweep
-            # that recorded it (and are woken by it), whatever their own clocks say.
-            reset = self._reset(Reason.ABANDONED, step, cursor, epoch)
-            return _Turn([*frames, *reset.frames], reset.cursor, reset.epoch, again=reset.again)
-        return _Turn(frames, cursor, epoch)
-
-    def _reset(self, reason: Reason, step: Step, cursor: _Cursor, epoch: int) -> _Turn:
-        """Reset, then the stream's newer current generation from seq 1 if it is whole."""
-        epoch = max(epoch, cursor.generation.epoch)
-        current = step.current
-        if current is not None and current.epoch > epoch and current.fully_retained:
-            fresh = _Cursor(current, 0)
-            return _Turn([ResetFrame(reason, current.token)], fresh, current.epoch, again=True)
-        newest = epoch if current is None else max(epoch, current.epoch)
-        return _Turn([ResetFrame(reason, None)], None, newest)
+            frames = self._deliver(cursor, page)
+        return _apply(turn, frames, cursor, gen, current)
 
     async def _next_generation(self, stream_pk: int, epoch: int) -> tuple[_Cursor | None, int]:
         """The stream's current generation if it is newer than `epoch` and whole."""
-        current = await self._fanout.read_shared(
+        current = await self._shared.read(
             stream_pk, "current", lambda: self._reads.current(stream_pk)
         )
         if current is None or current.epoch <= epoch:
@@ -328,7 +315,7 @@ class LiveReads:
     def _deliver(self, cursor: _Cursor, page: EventPage | None) -> tuple[EventFrame, ...]:
         if page is None or not page.events:
             return ()
-        frames = self._fanout.frames_of(cursor.generation.token, page)
+        frames = self._frames.frames_of(cursor.generation.token, page)
         cursor.after = page.events[-1].seq
         self._observer.live_delivered(len(page.events))
         return frames
@@ -349,18 +336,18 @@ class LiveReads:
         share included) while it waits; `left` set (its client went away) or the process
         draining ends it at once, with what the last read found."""
         gen, page = await self._reads.page(token, tenant=tenant, after=after, limit=limit)
-        if page.events or wait <= 0 or _settled(gen) or self._fanout.draining:
+        if page.events or wait <= 0 or _settled(gen) or self._hub.draining:
             return gen, page
         slot = self._slot(tenant)
         deadline = time.monotonic() + wait
         try:
-            with self._fanout.watch(gen.stream_pk) as watch:
+            with self._hub.watch(gen.stream_pk) as watch:
                 while (remaining := deadline - time.monotonic()) > 0:
                     watch.arm()
                     gen, page = await self._reads.page(
                         token, tenant=tenant, after=after, limit=limit
                     )
-                    if page.events or _settled(gen) or self._fanout.draining:
+                    if page.events or _settled(gen) or self._hub.draining:
                         break
                     if left is not None and left.is_set():
                         break
@@ -371,21 +358,32 @@ class LiveReads:
             slot.release()
         return gen, page
 
-    def page_place(self) -> Callable[[], None]:
-        """A place for one page request (`EVENTLOG_MAX_PAGES_IN_FLIGHT`), or
-        `TooManyPages`: the function that gives it back."""
-        give = self._fanout.take_page()
-        if give is None:
-            raise TooManyPages("as many page requests as the process serves at once")
-        return give
 
-    def page_bytes(self, size: int) -> Callable[[], None]:
-        """`size` bytes of a page answer in the process's budget
-        (`EVENTLOG_MAX_RESPONSE_BYTES_IN_FLIGHT`), or `TooManyPages`."""
-        give = self._fanout.try_send(size)
-        if give is None:
-            raise TooManyPages("as many bytes of answers in flight as the process may hold")
-        return give
+def _apply(
+    turn: Turn,
+    frames: Sequence[Frame],
+    cursor: _Cursor,
+    gen: GenerationRecord | None,
+    current: GenerationRecord | None,
+) -> _Turn:
+    """The reader's frames and cursor after `turn` (its page already delivered)."""
+    match turn.move:
+        case Move.READ_ON:
+            return _Turn(frames, cursor, turn.epoch, again=True)
+        case Move.WAIT:
+            return _Turn(frames, cursor, turn.epoch)
+        case Move.END:
+            assert gen is not None
+            assert gen.terminal_seq is not None
+            ended = EndFrame(gen.token, gen.terminal_seq)
+            return _Turn([*frames, ended], cursor, turn.epoch, done=True)
+        case Move.SWITCH:
+            assert current is not None
+            assert turn.reason is not None
+            reset = ResetFrame(turn.reason, current.token)
+            return _Turn([*frames, reset], _Cursor(current, 0), turn.epoch, again=True)
+    assert turn.reason is not None  # Move.AWAIT_NEXT
+    return _Turn([*frames, ResetFrame(turn.reason, None)], None, turn.epoch)
 
 
 def _only_a_move(frames: Sequence[Frame], cursor: _Cursor | None) -> bool:

@@ -1,8 +1,12 @@
-"""What a crowd of live readers shares instead of doing once each: reads in flight, and
-values made of one object (a page's frames, their encoded body), found by its identity.
+"""What a crowd of live readers shares instead of doing once each, owned by the live reads
+(`app/service/live.py`):
+- identical reads in flight (`SharedReads`, retired by a change of their stream);
+- this process's own latest append to a watched stream (`Handoffs`, instead of reading it
+  back, kept until the stream's next change);
+- a page's frames and their encoded body (`SharedFrames`, found by the page's identity).
 
-Both are parts of the fan-out (`app/service/fanout.py`), which decides when a shared read
-is retired; nothing here knows about streams changing.
+The first two are told of changes by the wake-up hub (`app/service/hub.py`, as its
+`StreamListener`s); nothing here knows where changes come from.
 """
 
 from __future__ import annotations
@@ -10,10 +14,27 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection, Hashable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
+from app.service.frames import EventFrame, Frame, PageFrames
+from app.service.reading import Step
+from app.storage.changes import Changes, TailAppend
+from app.storage.records import EventPage
+
 T = TypeVar("T")
+
+# What a crowd of readers of one stream shares (a page's frames, their encoded body) is kept
+# only for pages of at most this much data, and only for the last few of them.
+SHARED_MAX_CHARS = 512 * 1024  # above a live page (EVENTLOG_LIVE_PAGE_BYTES) and its framing
+_SHARED_KEPT = 16
+
+# A handed-over append is kept per watched stream until its next change: bounded, so that
+# a process following many streams never holds many large batches.
+_HANDOFF_MAX_CHARS = 64 * 1024
+
+Encode = Callable[[Sequence[Frame]], bytes]
+"""How this process's readers are sent a batch of frames (the HTTP layer's renderer)."""
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -73,6 +94,59 @@ class SharedReads:
             for pk in stream_pks:
                 self._inflight.pop(pk, None)
 
+    def changed(
+        self, stream_pks: Collection[int] | None, watched: Collection[int], appended: Changes | None
+    ) -> None:
+        """The hub's word of a change: retire the streams' reads."""
+        self.retire(stream_pks)
+
+    def unwatched(self, stream_pk: int) -> None:
+        """Nothing to drop: a read in flight ends by itself, and a change retires it."""
+
+
+class Handoffs:
+    """This process's latest append to each watched stream, kept until the stream's next
+    change (which only a read can show), so that its readers are given it without reading
+    it back: the same `Step` object for every reader."""
+
+    def __init__(self) -> None:
+        self._handed: dict[int, TailAppend] = {}
+        self._steps: dict[int, tuple[TailAppend, Step]] = {}
+
+    def handed(self, stream_pk: int, token: str, after: int) -> Step | None:
+        """This process's latest append to the stream, if it is the latest change of it
+        and starts right after `<token>:<after>`: the step a read would give (the
+        generation as that commit left it, current then), the same object for every reader."""
+        handed = self._handed.get(stream_pk)
+        if handed is None or handed.generation.token != token or handed.after != after:
+            return None
+        step = self._steps.get(stream_pk)
+        if step is None or step[0] is not handed:
+            page = EventPage(after, handed.events[-1].seq, handed.events)
+            step = (handed, Step(handed.generation, page, handed.generation))
+            self._steps[stream_pk] = step
+        return step[1]
+
+    def changed(
+        self, stream_pks: Collection[int] | None, watched: Collection[int], appended: Changes | None
+    ) -> None:
+        """The hub's word of a change: keep what this process appended to each watched
+        stream (if it is small enough), forget any older append."""
+        if stream_pks is None:
+            self._handed.clear()
+            self._steps.clear()
+        for pk in watched:
+            handed = None if appended is None else appended.get(pk)
+            if handed is not None and _handable(handed):
+                self._handed[pk] = handed
+            else:
+                self._handed.pop(pk, None)
+
+    def unwatched(self, stream_pk: int) -> None:
+        """No reader follows the stream here any more: nothing is kept for it."""
+        self._handed.pop(stream_pk, None)
+        self._steps.pop(stream_pk, None)
+
 
 class RecentByIdentity(Generic[K, V]):
     """Values made lately for objects, found by the object's identity (it is held meanwhile,
@@ -95,45 +169,38 @@ class RecentByIdentity(Generic[K, V]):
         self._entries[id(key)] = (key, value)
 
 
-class ByteBudget:
-    """Bytes of responses being sent at once, process-wide, at most `limit` of them.
+class SharedFrames:
+    """A page's frames and their encoded body, made once for every reader given the same
+    page object (a shared read or a handed-over append gives them one)."""
 
-    A body is charged while it is sent and given back once it is; a body alone over the
-    limit is let through when nothing else is held (so that it is never stuck for good).
-    `take` waits for room; `try_take` answers at once."""
+    def __init__(self) -> None:
+        self._frames: RecentByIdentity[EventPage, PageFrames] = RecentByIdentity(_SHARED_KEPT)
+        self._bodies: RecentByIdentity[PageFrames, tuple[Encode, bytes]] = RecentByIdentity(
+            _SHARED_KEPT
+        )
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._used = 0
-        self._waiters: list[asyncio.Future[None]] = []
+    def frames_of(self, token: str, page: EventPage) -> PageFrames:
+        """A page's events as frames, made once for all the readers given the same page."""
+        frames = self._frames.get(page)
+        if frames is None:
+            frames = PageFrames(EventFrame(token, e.seq, e.event, e.data) for e in page.events)
+            if sum(len(e.data) for e in page.events) <= SHARED_MAX_CHARS:
+                self._frames.put(page, frames)
+        return frames
 
-    @property
-    def used(self) -> int:
-        """Bytes held now."""
-        return self._used
+    def encoded(self, batch: Sequence[Frame], encode: Encode) -> bytes:
+        """`encode(batch)`: made once for every reader given the same page's frames
+        (`frames_of`), made anew for any other batch."""
+        if not isinstance(batch, PageFrames):
+            return encode(batch)
+        kept = self._bodies.get(batch)
+        if kept is not None and kept[0] is encode:
+            return kept[1]
+        body = encode(batch)
+        if len(body) <= SHARED_MAX_CHARS:
+            self._bodies.put(batch, (encode, body))
+        return body
 
-    def try_take(self, size: int) -> bool:
-        """Take `size` bytes if there is room now."""
-        if self._used and self._used + size > self._limit:
-            return False
-        self._used += size
-        return True
 
-    async def take(self, size: int) -> None:
-        """Take `size` bytes, waiting until there is room."""
-        while not self.try_take(size):
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-
-    def give(self, size: int) -> None:
-        """Give `size` bytes back; whoever waits tries again."""
-        self._used -= size
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+def _handable(appended: TailAppend) -> bool:
+    return sum(len(event.data) for event in appended.events) <= _HANDOFF_MAX_CHARS

@@ -1,4 +1,4 @@
-"""The audit flusher and entries the database refuses, on both databases (issue 13.1).
+"""The audit flusher and entries the database refuses, on both databases.
 
 An entry that cannot be stored is dropped alone (logged, counted) and the rest of its batch
 is written; an unreachable database keeps every unwritten entry, in order; a hostile claim

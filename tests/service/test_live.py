@@ -38,7 +38,7 @@ async def test_a_storage_failure_ends_the_read_and_frees_its_slot(
     container = state_of(app).container
     gen = await container.eventlog.open_generation(TENANT, "s.failing")
     follow = await container.live.follow(TENANT, "s.failing", f"{gen.token}:0")
-    assert container.fanout.readers == 1
+    assert container.admission.readers == 1
 
     async def failing(*_args: Any, **_kwargs: Any) -> Any:
         raise StorageUnavailable("the database went away")
@@ -47,14 +47,14 @@ async def test_a_storage_failure_ends_the_read_and_frees_its_slot(
     live = container.live
     served = live.frames(follow) if served_as == "frames" else live.bodies(follow, encode)
     assert [batch async for batch in served] == []  # ended, not raised
-    assert container.fanout.readers == 0
-    assert list(container.fanout.watched()) == []
+    assert container.admission.readers == 0
+    assert list(container.hub.watched()) == []
 
 
 async def test_a_generation_superseded_before_its_first_event_gets_a_second_reset(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 21, item 9(a): a reader decided `reset` toward X, where X is superseded by Y
+    """A reader decided `reset` toward X, where X is superseded by Y
     before X's first event is sent, gets a second `reset` (superseded) naming Y before Y's
     events — never Y from seq 1 under the first reset. The race is forced here: Y is opened
     right after the decision, before the read takes its slot (the chaos run's timing)."""

@@ -1,4 +1,4 @@
-"""Ids and page refusals."""
+"""Tokens, event ids and stream ids."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from app.domain.ids import (
     new_token,
     parse_event_id,
 )
-from app.domain.paging import PageRefusal, check_page
 
 
 def test_tokens_are_url_safe_128_bit_and_fresh() -> None:
@@ -44,7 +43,7 @@ def test_event_ids_round_trip() -> None:
         ("a b", False),
         ("é", False),
         ("a\n", False),
-        # Only dots: path segments a client's URL normalisation removes (issue 21.10).
+        # Only dots: path segments a client's URL normalisation removes.
         (".", False),
         ("..", False),
         ("...", False),
@@ -55,20 +54,3 @@ def test_event_ids_round_trip() -> None:
 )
 def test_stream_ids(stream_id: str, valid: bool) -> None:
     assert is_valid_stream_id(stream_id) is valid
-
-
-@pytest.mark.parametrize(
-    ("after", "head", "tail", "expired", "refusal"),
-    [
-        (0, 1, 5, False, None),
-        (5, 1, 5, False, None),
-        (2, 3, 5, False, None),
-        (6, 1, 5, False, PageRefusal.BEYOND_TAIL),
-        (1, 3, 5, False, PageRefusal.EVICTED),
-        (2, 3, 5, True, PageRefusal.EXPIRED),
-    ],
-)
-def test_pages(
-    after: int, head: int, tail: int, expired: bool, refusal: PageRefusal | None
-) -> None:
-    assert check_page(after=after, head_seq=head, tail_seq=tail, expired=expired) is refusal

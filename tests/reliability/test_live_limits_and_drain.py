@@ -1,5 +1,5 @@
-"""Live reads against hostile, careless and stopping callers (issue 21: items 1, 4 and 5),
-each on a real server process, on SQLite and PostgreSQL.
+"""Live reads stay bounded against hostile and careless callers and end cleanly when the
+process stops, each on a real server process, on SQLite and PostgreSQL.
 
 - Readers that never read (raw sockets that never `recv()`): the server's RSS stays
   bounded under 2,000 of them (live pages are read at most `EVENTLOG_LIVE_PAGE_BYTES` at a

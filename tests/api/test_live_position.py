@@ -1,4 +1,4 @@
-"""Live reads, hardened (issue 21): what a hostile or unlucky reader found, on a real server
+"""A live reader's position, as a hostile or unlucky reader gives it, on a real server
 process, on SQLite and PostgreSQL.
 
 - Two `Last-Event-ID` headers are refused (400 `bad_request`), never one of
