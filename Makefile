@@ -98,7 +98,7 @@ format: $(STAMP)
 
 # wrk is the outside load generator of the append figures (Debian package `wrk`). Installed
 # with apt-get when missing and we are root; when it cannot be, the bench says so and falls
-# back to its own Python load process (bench/load.py), so this target never fails.
+# back to its own Python load process (bench/loads/load.py), so this target never fails.
 bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the TypeScript package's modules (its bus bench)
 	@if command -v wrk >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \

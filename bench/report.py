@@ -1,7 +1,7 @@
 """The tables, the JSON and the plot, all derived from one run's raw results.
 
 Two tables: issue 11's (the per-message cost of an append against its ceilings, from
-`bench/append_cost.py`), then the rest (resume and replay by stored history, the peers).
+`bench/suites/append_cost.py`), then the rest (resume and replay by stored history, the peers).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import bus, channel_cost, failover, gateway, live, mcp_overhead, tasks, ts_channel
+from bench.suites import bus, channel_cost, failover, gateway, live, mcp_overhead, tasks, ts_channel
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -111,7 +111,7 @@ def cost_notes(cost: dict[str, Any]) -> str:
         )
     else:
         lines.append(
-            f"**Load: the Python load process (bench/load.py), not wrk: "
+            f"**Load: the Python load process (bench/loads/load.py), not wrk: "
             f"{cost['load_fallback_reason']}.** Its ceilings are lower than wrk's; "
             "`make bench-tools` installs wrk."
         )

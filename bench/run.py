@@ -1,7 +1,7 @@
 """The run: every measurement in one process tree, side by side, in a fixed order.
 
-First issue 11's table (`bench/append_cost.py`: the append against its ceilings, in
-interleaved rounds), issue 19's (`bench/channel_cost.py`: the append channel, and the
+First issue 11's table (`bench/suites/append_cost.py`: the append against its ceilings, in
+interleaved rounds), issue 19's (`bench/suites/channel_cost.py`: the append channel, and the
 PostgreSQL append in one statement, against theirs), then resume and replay by stored
 history on each database, then the peers (the SDK's in-memory store, Redis Streams), the
 live reads, the bus, the TypeScript store over the channel, the TypeScript SDK server with
@@ -18,7 +18,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import (
+from bench import seed, servers
+from bench.loads.child import measure
+from bench.loads.load import latency_summary
+from bench.plan import Plan
+from bench.suites import (
     append_cost,
     bus,
     channel_cost,
@@ -27,22 +31,17 @@ from bench import (
     live,
     mcp_overhead,
     peers,
-    seed,
-    servers,
     tasks,
     ts_channel,
     ts_sdk_server,
 )
-from bench.child import measure
-from bench.load import latency_summary
-from bench.plan import Plan
 
 Results = dict[str, Any]
 
 
 def load(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one load in its own process (`python -m bench.load`) and return its result."""
-    return measure("bench.load", spec)
+    """Run one load in its own process (`python -m bench.loads.load`) and return its result."""
+    return measure("bench.loads.load", spec)
 
 
 say = append_cost.say
@@ -212,9 +211,9 @@ def run(plan: Plan) -> Results:
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
         if plan.name == "quick":
             # CI's smoke run stays short: the TypeScript channel, the gateway, the SDK-store and
-            # the failover suites run in the full bench, and alone (`python -m bench.ts_channel
-            # --quick`, `python -m bench.gateway --quick`, `python -m bench.mcp_overhead
-            # --sdk-calls`, `python -m bench.failover --quick`, `python -m bench.tasks --quick`).
+            # the failover suites run in the full bench, and alone (`python -m
+            # bench.suites.ts_channel --quick`, `… gateway --quick`, `… mcp_overhead
+            # --sdk-calls`, `… failover --quick`, `… tasks --quick`).
             say(
                 "quick plan: the TypeScript channel, gateway, SDK-store, failover and tasks "
                 "suites run in the full bench"

@@ -135,7 +135,7 @@ def service(
 
 def noop(logdir: Path) -> contextlib.AbstractContextManager[Server]:
     """The no-op endpoint, started the same way (its own process, uvicorn factory)."""
-    return started("noop", [sys.executable, "-m", "bench.noop"], {}, logdir)
+    return started("noop", [sys.executable, "-m", "bench.baselines.noop"], {}, logdir)
 
 
 @dataclass

@@ -13,8 +13,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bench.loads.payload import EVENT_TYPE, NBYTES, PROGRESS
 from bench.seed import seed_long_generation
-from bench.workload import EVENT_TYPE, NBYTES, PROGRESS
 
 
 def raw_sqlite_append(path: str, url: str, *, batch: int, duration: float) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The bench's MCP server for the gateway comparison: the official Python SDK's `MCPServer`
-over Streamable HTTP, `python -m bench.gateway_upstream --port P [--eventlog URL]`.
+over Streamable HTTP, `python -m bench.baselines.gateway_upstream --port P [--eventlog URL]`.
 
 Its `progress` tool sends n progress notifications (each about `pad` + 100 bytes of JSON,
 `delay` seconds apart: 0 by default), then a result. With no `--eventlog` it has no event

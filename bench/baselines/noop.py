@@ -56,13 +56,13 @@ def create_app() -> FastAPI:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m bench.noop --port P`."""
-    parser = argparse.ArgumentParser(prog="bench.noop")
+    """`python -m bench.baselines.noop --port P`."""
+    parser = argparse.ArgumentParser(prog="bench.baselines.noop")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
     uvicorn.run(
-        "bench.noop:create_app",
+        "bench.baselines.noop:create_app",
         factory=True,
         host=args.host,
         port=args.port,

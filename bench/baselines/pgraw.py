@@ -1,6 +1,6 @@
 """The PostgreSQL ceilings: the statements of an append, without the service, by pgbench.
 
-`bench/sql/append.pgbench` is one single-event append as the service sends it (BEGIN; the
+`bench/baselines/sql/append.pgbench` is one single-event append as the service sends it (BEGIN; the
 generation's row locked and read; the event inserted; the counters moved; COMMIT), run
 with prepared statements (`-M prepared`, as asyncpg prepares them) by `pgbench`, the
 load generator PostgreSQL ships. Client c appends to its own generation `pgbench-c`,
@@ -21,8 +21,8 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from bench.loads.payload import PROGRESS
 from bench.seed import seed_long_generation
-from bench.workload import PROGRESS
 
 SCRIPT = Path(__file__).resolve().parent / "sql" / "append.pgbench"
 TIMEOUT_S = 120

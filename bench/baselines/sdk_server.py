@@ -1,11 +1,11 @@
-"""The official Python SDK's server (`MCPServer`, streamable HTTP) for `bench.mcp_overhead`.
+"""The official Python SDK's server (`MCPServer`, streamable HTTP) for `bench.suites.mcp_overhead`.
 
-`python -m bench.sdk_server --port P --store none|memory|eventlog|persist [--eventlog URL]
+`python -m bench.baselines.sdk_server --port P --store none|memory|eventlog|persist [--eventlog URL]
 [--append-transport channel|rest] [--durability pipelined|per_event] [--persist-db PATH]`
 serves one tool, `progress(n)`, which reports progress 1..n and returns: the harness of
 the SDK-store goals (one call streaming 200 progress notifications; 16 such calls at
 once). `--store` picks the event store: none, the SDK example's in-memory store
-(`bench.sdk_store`), `EventLogEventStore` on the service at `--eventlog` (its appends
+(`bench.baselines.sdk_store`), `EventLogEventStore` on the service at `--eventlog` (its appends
 over the channel by default, or REST; pipelined by default, or per event), or
 mcp-persist's `SQLiteEventStore` on the file `--persist-db` (its defaults: a commit per
 event), wired by its own `with_persistence`.
@@ -22,7 +22,7 @@ from mcp.server.streamable_http import EventStore
 from mcp_eventlog_client.mcp import EventLogEventStore
 from starlette.types import ASGIApp
 
-from bench.sdk_store import InMemoryEventStore
+from bench.baselines.sdk_store import InMemoryEventStore
 
 server = MCPServer("eventlog-bench")
 

@@ -1,9 +1,9 @@
-"""The channel load process: `python -m bench.channel_load < spec.json` prints one result.
+"""The channel load process: `python -m bench.loads.channel_load < spec.json` prints one result.
 
 `tokens`: one channel per token to `ws://127.0.0.1:<port>/v1/append`, each appending
 `batch` progress notifications per frame to its generation, one frame at a time (a frame
 is sent when the previous one's answer came: closed loop, as wrk's connections are), for
-`duration` seconds after `warmup` seconds. The no-op endpoint (`bench/noop.py`) takes the
+`duration` seconds after `warmup` seconds. The no-op endpoint (`bench/baselines/noop.py`) takes the
 same frames. Result: frames/s, events/s, p50/p99 of a frame's round trip, errors.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import uvloop
 from websockets.asyncio.client import ClientConnection, connect
 
-from bench.load import latency_summary
-from bench.workload import EVENT_TYPE, PROGRESS
+from bench.loads.load import latency_summary
+from bench.loads.payload import EVENT_TYPE, PROGRESS
 
 
 async def _channel(

@@ -1,6 +1,6 @@
 """The Python side of a message: HTTP clients compared, and what the store adds.
 
-`python -m bench.clients < spec.json` prints one JSON result. It runs in its own process
+`python -m bench.loads.clients < spec.json` prints one JSON result. It runs in its own process
 on the stdlib asyncio loop (as the MCP SDK's `MCPServer.run` serves), one request at a
 time, so every figure is a per-request latency; each result also has the process's CPU
 time per request. Kinds:
@@ -16,7 +16,7 @@ time per request. Kinds:
     wire behind httpx's transport seam (`httpx-aiohttp`), called directly;
   - `aiohttp`: one bare `aiohttp.ClientSession`, the body pre-encoded: no retries, no
     typed errors — the library's own floor;
-  - `raw`: `bench/wire.py`, a bare asyncio HTTP/1.1 exchange: the floor of any Python
+  - `raw`: `bench/loads/http_client.py`, a bare asyncio HTTP/1.1 exchange: the floor of any Python
     client on this loop.
 - `store_event`: `EventLogEventStore.store_event` on the real service, one message after
   another on one stream (a progress notification, as the SDK's router hands it), and the
@@ -24,7 +24,7 @@ time per request. Kinds:
   client on the transport `spec["transport"]` (`default` or `httpx`: REST appends;
   `channel`: the appends over the append channel, the store's default since issue 19).
 
-`python -m bench.clients --table [--rounds N] [--requests N]` runs the comparison of
+`python -m bench.loads.clients --table [--rounds N] [--requests N]` runs the comparison of
 issue 11's client row in one go, side by side in interleaved rounds: the service (SQLite,
 `synchronous=FULL`) and the no-op endpoint as processes, wrk's one-connection p50 of
 each (the service's own p50 and the HTTP floor), `store_event` on both transports, and
@@ -45,9 +45,9 @@ from typing import Any
 import aiohttp
 import httpx
 
-from bench.load import latency_summary
-from bench.wire import Connection, WireError
-from bench.workload import PROGRESS, append_body
+from bench.loads.http_client import Connection, WireError
+from bench.loads.load import latency_summary
+from bench.loads.payload import PROGRESS, append_body
 
 HOST = "127.0.0.1"
 Request = Callable[[], Awaitable[object]]
@@ -204,7 +204,7 @@ async def run_store_event(spec: dict[str, Any]) -> dict[str, Any]:
             async def store_one() -> object:
                 return await store.store_event("1", message)
 
-            wired = await client.open_generation("bench.wire", max_events=1_000_000)
+            wired = await client.open_generation("bench.loads.http_client", max_events=1_000_000)
             raw_send, raw_close = await _raw(spec["port"], f"/v1/generations/{wired.token}/events")
             sides = ((stored, store_one), (bare, append), (wire, raw_send))
             for _, send in sides:
@@ -234,9 +234,11 @@ def table(rounds: int, requests: int, seconds: float) -> dict[str, Any]:
     from contextlib import ExitStack
     from pathlib import Path
 
-    from bench import append_cost, seed, servers, wrkload
+    from bench import seed, servers
+    from bench.loads import wrk
+    from bench.suites import append_cost
 
-    out: dict[str, Any] = {"load": wrkload.tool(), "rounds": []}
+    out: dict[str, Any] = {"load": wrk.tool(), "rounds": []}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workdir = Path(tmp)
         url = f"sqlite+aiosqlite:///{workdir}/clients.db"
@@ -246,8 +248,8 @@ def table(rounds: int, requests: int, seconds: float) -> dict[str, Any]:
         tokens = append_cost.open_generations(service.port, "bench-clients", 1)
         for index in range(rounds):
             measured: dict[str, Any] = {
-                "service_wrk": wrkload.append(service.port, tokens, batch=1, seconds=seconds),
-                "noop_wrk": wrkload.append(noop.port, ["noop"], batch=1, seconds=seconds),
+                "service_wrk": wrk.append(service.port, tokens, batch=1, seconds=seconds),
+                "noop_wrk": wrk.append(noop.port, ["noop"], batch=1, seconds=seconds),
             }
             for transport in TRANSPORTS:
                 measured[f"store_event_{transport}"] = append_cost.clients_process(
@@ -291,7 +293,10 @@ def print_table(result: dict[str, Any]) -> None:
         for r in rounds
     ]
     print(f"\n`store_event` over the channel ÷ the service's own REST p50: {_median(ratio)}")
-    print("\nThe same, against a bare asyncio exchange with the service (`bench/wire.py`)")
+    print(
+        "\nThe same, against a bare asyncio exchange with the service"
+        " (`bench/loads/http_client.py`)"
+    )
     print("in the same process, in 8 round-robin blocks per round:\n")
     print("| figure | p50 | minus the bare exchange's p50 |")
     print("|---|---|---|")
@@ -321,7 +326,7 @@ def main() -> int:
         import argparse
         from pathlib import Path
 
-        parser = argparse.ArgumentParser(prog="bench.clients")
+        parser = argparse.ArgumentParser(prog="bench.loads.clients")
         parser.add_argument("--table", action="store_true")
         parser.add_argument("--rounds", type=int, default=5)
         parser.add_argument("--requests", type=int, default=400)
@@ -329,7 +334,7 @@ def main() -> int:
         parser.add_argument("--results", default="clients.json", help="file in bench/results/")
         args = parser.parse_args()
         result = table(args.rounds, args.requests, args.seconds)
-        results = Path(__file__).resolve().parent / "results" / args.results
+        results = Path(__file__).resolve().parents[1] / "results" / args.results
         results.write_text(json.dumps(result, indent=1) + "\n")
         print_table(result)
         return 0

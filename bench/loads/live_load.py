@@ -1,4 +1,4 @@
-"""The live-read load processes: `python -m bench.live_load < spec.json`.
+"""The live-read load processes: `python -m bench.loads.live_load < spec.json`.
 
 They run apart from the servers under test, over 127.0.0.1, on uvloop. Kinds:
 
@@ -30,8 +30,8 @@ from typing import Any
 
 import uvloop
 
-from bench.wire import Connection, WireError
-from bench.workload import PROGRESS
+from bench.loads.http_client import Connection, WireError
+from bench.loads.payload import PROGRESS
 
 HOST = "127.0.0.1"
 _ID_LINE = b"\nid: "

@@ -1,4 +1,4 @@
-"""The load process: `python -m bench.load < spec.json` prints one JSON result.
+"""The load process: `python -m bench.loads.load < spec.json` prints one JSON result.
 
 It runs apart from the servers under test (its own process, over 127.0.0.1), so the
 servers' CPU is theirs alone, apart from the machine's second core that this shares.
@@ -22,8 +22,8 @@ from typing import Any
 
 import uvloop
 
-from bench.wire import Connection
-from bench.workload import append_body
+from bench.loads.http_client import Connection
+from bench.loads.payload import append_body
 
 HOST = "127.0.0.1"
 

@@ -1,11 +1,11 @@
-"""Append load from outside: `wrk` with `bench/lua/append.lua`, or the Python load process.
+"""Append load from outside: `wrk` with `bench/loads/lua/append.lua`, or the Python load process.
 
 `wrk` (a C load generator, Debian package `wrk`, installed by `make bench-tools`) is the
 load of every append figure: it costs the shared 2-core machine far less CPU per request
 than any Python client, so the server, not the load, sets the rate. It runs with as many
 threads as connections (`-tN -cN`): connection i is thread i and appends to generation i.
 
-When `wrk` is missing (or `BENCH_LOAD=python`), the same runs go through `bench/load.py`
+When `wrk` is missing (or `BENCH_LOAD=python`), the same runs go through `bench/loads/load.py`
 (asyncio, its own HTTP/1.1 client), and every result says `"load": "python"`; the report
 prints that the fallback was used, since its ceiling is lower.
 """
@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.child import measure
-from bench.workload import append_body
+from bench.loads.child import measure
+from bench.loads.payload import append_body
 
 HOST = "127.0.0.1"
 SCRIPT = Path(__file__).resolve().parent / "lua" / "append.lua"
@@ -98,7 +98,7 @@ def _python(
     port: int, tokens: list[str], *, batch: int, seconds: float, warmup: float
 ) -> dict[str, Any]:
     result = measure(
-        "bench.load",
+        "bench.loads.load",
         {
             "kind": "append",
             "ports": [port],

@@ -1,4 +1,4 @@
-"""`python -m bench.ab --variant … --variant …`: service variants side by side, interleaved.
+"""`python -m bench.probes.ab --variant … --variant …`: service variants side by side, interleaved.
 
 For the optimisation work: each variant is the real service started from a source tree
 (a checkout or scratch copy holding an `app` package; default this one) with optional
@@ -8,7 +8,7 @@ the machine's noise: single-event appends from 16 connections (req/s, wrk) and f
 connection (p50). Prints medians, per-round ranges and each variant's per-round ratio to
 the first.
 
-    python -m bench.ab --variant label=before \\
+    python -m bench.probes.ab --variant label=before \\
         --variant 'label=no-ping,tree=/tmp/scratch' \\
         --variant 'label=pool16,env=EVENTLOG_DB_POOL_SIZE=16;EVENTLOG_DB_MAX_OVERFLOW=0' \\
         --postgres --rounds 4
@@ -24,8 +24,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import seed, servers, wrkload
-from bench.append_cost import open_generations, say
+from bench import seed, servers
+from bench.loads import wrk
+from bench.suites.append_cost import open_generations, say
 
 
 @dataclass
@@ -64,15 +65,15 @@ def compare(variants: list[Variant], *, postgres: bool, rounds: int, seconds: in
             )
             many = open_generations(server.port, "ab16", 16)
             one = open_generations(server.port, "ab1", 1)
-            wrkload.append(server.port, many, batch=1, seconds=1)  # warm up
+            wrk.append(server.port, many, batch=1, seconds=1)  # warm up
             running.append((variant, server, many, one))
         errors: dict[str, int] = {v.label: 0 for v in variants}
         rates: dict[str, list[float]] = {v.label: [] for v in variants}
         p50s: dict[str, list[float]] = {v.label: [] for v in variants}
         for index in range(rounds):
             for variant, server, many, one in running:
-                loaded = wrkload.append(server.port, many, batch=1, seconds=seconds)
-                alone = wrkload.append(server.port, one, batch=1, seconds=seconds)
+                loaded = wrk.append(server.port, many, batch=1, seconds=seconds)
+                alone = wrk.append(server.port, one, batch=1, seconds=seconds)
                 rates[variant.label].append(loaded["requests_per_s"])
                 p50s[variant.label].append(alone["p50_ms"])
                 errors[variant.label] += loaded["errors"] + alone["errors"]
@@ -86,7 +87,7 @@ def compare(variants: list[Variant], *, postgres: bool, rounds: int, seconds: in
     first = variants[0].label
     lines = [
         f"{'postgresql' if postgres else 'sqlite'}, {rounds} rounds of {seconds} s, "
-        f"load {wrkload.tool()}: median (per-round range)",
+        f"load {wrk.tool()}: median (per-round range)",
         "| variant | 16 connections, req/s | ratio to first | 1 connection, p50 ms "
         "| ratio to first | errors |",
         "|---|---|---|---|---|---|",
@@ -104,7 +105,7 @@ def compare(variants: list[Variant], *, postgres: bool, rounds: int, seconds: in
 
 def main() -> int:
     """Parse the variants, compare them, print the table."""
-    parser = argparse.ArgumentParser(prog="bench.ab", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench.probes.ab", description=__doc__)
     parser.add_argument("--variant", action="append", required=True, type=parse_variant)
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--rounds", type=int, default=4)

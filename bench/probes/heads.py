@@ -1,4 +1,4 @@
-"""`python -m bench.heads`: what the connection guard costs per request (issue 21, item 2).
+"""`python -m bench.probes.heads`: what the connection guard costs per request (issue 21, item 2).
 
 uvicorn's httptools protocol and the service's guarded one (`app/api/connections.py`)
 side by side, in one process, on the same event loop and a transport that discards what
@@ -115,7 +115,7 @@ async def compare(rounds: int, requests: int) -> str:
 
 def main() -> int:
     """Run the comparison and print it."""
-    parser = argparse.ArgumentParser(prog="bench.heads", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench.probes.heads", description=__doc__)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=20_000)
     args = parser.parse_args()

@@ -1,4 +1,5 @@
-"""`python -m bench.profile append|channel|resume [--postgres]`: where a hot path spends its time.
+"""`python -m bench.probes.profile append|channel|resume [--postgres]`: where a hot path
+spends its time.
 
 Starts the real service under py-spy (as its parent, so no ptrace privilege is needed),
 drives it (appends: wrk, 16 connections each on its own generation, or the Python load
@@ -33,11 +34,12 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench import seed, servers, wrkload
-from bench.append_cost import open_generations
-from bench.channel_cost import channel_load
-from bench.child import measure
+from bench import seed, servers
+from bench.loads import wrk
+from bench.loads.child import measure
 from bench.report import RESULTS_DIR
+from bench.suites.append_cost import open_generations
+from bench.suites.channel_cost import channel_load
 
 RATE = 250  # samples per second
 
@@ -277,7 +279,7 @@ def profile(
         }
         argv = [py_spy, "record", "-r", str(RATE), "-f", "raw", "--threads", "-o", str(raw)]
         argv += ["--gil"] if gil else []
-        module = ["bench.noop"] if path == "noop" else ["app", "serve"]
+        module = ["bench.baselines.noop"] if path == "noop" else ["app", "serve"]
         argv += ["--", sys.executable, "-m", *module, "--port", str(port)]
         with (Path(tmp) / "py-spy.log").open("wb") as log:
             spy = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
@@ -294,8 +296,8 @@ def profile(
                     if path == "noop"
                     else open_generations(port, "profile", connections)
                 )
-                warm = wrkload.append(port, tokens, batch=batch, seconds=1)  # sampled too
-                result = wrkload.append(port, tokens, batch=batch, seconds=seconds)
+                warm = wrk.append(port, tokens, batch=batch, seconds=1)  # sampled too
+                result = wrk.append(port, tokens, batch=batch, seconds=seconds)
                 answered = warm["requests"] + result["requests"] + connections
             else:
                 spec = {
@@ -305,7 +307,7 @@ def profile(
                     "duration": seconds,
                     "max_requests": 1_000_000,
                 }
-                result = measure("bench.load", spec)
+                result = measure("bench.loads.load", spec)
                 answered = 0
         finally:
             spy.send_signal(signal.SIGINT)
@@ -331,8 +333,8 @@ def _wait_port(port: int) -> None:
 
 
 def main() -> int:
-    """`python -m bench.profile {append,resume} [--postgres] [--gil] [--seconds S]`."""
-    parser = argparse.ArgumentParser(prog="bench.profile", description=__doc__)
+    """`python -m bench.probes.profile {append,resume} [--postgres] [--gil] [--seconds S]`."""
+    parser = argparse.ArgumentParser(prog="bench.probes.profile", description=__doc__)
     parser.add_argument("path", choices=("append", "channel", "noop", "resume"))
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--connections", type=int, default=16)

@@ -1,11 +1,11 @@
-"""`python -m bench.roundtrips`: the SQL statements and round trips of one append.
+"""`python -m bench.probes.roundtrips`: the SQL statements and round trips of one append.
 
 Runs the real service process on each database and sends single-event appends to it
 one at a time, after a warm-up (so caches are warm and the counts are the steady state):
 
-- SQLite: the service runs under `bench/traced_serve.py`, which traces every statement
+- SQLite: the service runs under `bench/probes/traced_serve.py`, which traces every statement
   SQLite executes (BEGIN and COMMIT included) with the thread that ran it;
-- PostgreSQL: the service connects through `bench/pgwire.py`, a counting proxy that sees
+- PostgreSQL: the service connects through `bench/probes/pg_proxy.py`, a counting proxy that sees
   every protocol message and counts the round trips.
 
 Then it sends 16 concurrent connections' worth of appends for a second (wrk when it is
@@ -24,10 +24,12 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench import pgwire, seed, servers, wrkload
-from bench.append_cost import open_generations
-from bench.wire import Connection
-from bench.workload import append_body
+from bench import seed, servers
+from bench.loads import wrk
+from bench.loads.http_client import Connection
+from bench.loads.payload import append_body
+from bench.probes import pg_proxy
+from bench.suites.append_cost import open_generations
 
 WARMUP = 30
 
@@ -62,7 +64,7 @@ def sqlite(appends: int) -> str:
             "EVENTLOG_MIGRATE_ON_START": "false",
             "BENCH_SQL_TRACE": str(trace),
         }
-        argv = [sys.executable, "-m", "bench.traced_serve"]
+        argv = [sys.executable, "-m", "bench.probes.traced_serve"]
         with servers.started("traced", argv, env, Path(tmp)) as server:
             tokens = open_generations(server.port, "rt", 17)
             asyncio.run(_append_sequentially(server.port, tokens[0], WARMUP))
@@ -78,9 +80,9 @@ def sqlite(appends: int) -> str:
             last_begin = max(i for i, line in enumerate(window) if "\tBEGIN" in line)
             out.append("  the last append's statements:")
             out += [f"    {line}" for line in window[last_begin:]]
-            if wrkload.tool() == "wrk":
+            if wrk.tool() == "wrk":
                 mark = len(_lines(trace))
-                result = wrkload.append(server.port, tokens[1:], batch=1, seconds=2)
+                result = wrk.append(server.port, tokens[1:], batch=1, seconds=2)
                 window = _lines(trace)[mark:]
                 begins = sum("\tBEGIN" in line for line in window)
                 out.append(
@@ -94,7 +96,7 @@ def sqlite(appends: int) -> str:
 def postgresql(appends: int) -> str:
     """Statements, protocol messages and round trips per append on PostgreSQL."""
     out = []
-    with servers.throwaway_postgres() as url, pgwire.CountingProxy(("127.0.0.1", 5432)) as proxy:
+    with servers.throwaway_postgres() as url, pg_proxy.CountingProxy(("127.0.0.1", 5432)) as proxy:
         seed.migrate(url)
         proxied = url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{proxy.port}/")
         with (
@@ -116,9 +118,9 @@ def postgresql(appends: int) -> str:
             per = len(statements) // appends
             out.append("  the last append's statements:")
             out += [f"    {s[:160]}" for s in statements[-per:]]
-            if wrkload.tool() == "wrk":
+            if wrk.tool() == "wrk":
                 proxy.tally.mark()
-                result = wrkload.append(server.port, tokens[1:], batch=1, seconds=2)
+                result = wrk.append(server.port, tokens[1:], batch=1, seconds=2)
                 messages, trips, statements = proxy.tally.snapshot()
                 n = max(1, result["requests"])
                 out.append(
@@ -140,7 +142,7 @@ def cpu_per_request(port: int, pid: int, tokens: list[str], seconds: float = 3) 
     """CPU time the server process spends per request under the 16-connection load, by
     thread: the main (event-loop) thread, and the rest (SQLite: the writer's thread)."""
     before = _thread_cpu(pid)
-    result = wrkload.append(port, tokens, batch=1, seconds=seconds)
+    result = wrk.append(port, tokens, batch=1, seconds=seconds)
     after = _thread_cpu(pid)
     n = max(1, result["requests"])
 
@@ -181,21 +183,21 @@ def cpu() -> str:
             pg = stack.enter_context(servers.service(pg_url, Path(tmp), name="cpu-pg"))
             targets.append(("PostgreSQL", pg, open_generations(pg.port, "cpu", 16)))
         for _, server, tokens in targets:
-            wrkload.append(server.port, tokens, batch=1, seconds=1)  # warm up
+            wrk.append(server.port, tokens, batch=1, seconds=1)  # warm up
         for name, server, tokens in targets:
             out.append(f"  {name}: {cpu_per_request(server.port, server.pid, tokens)}")
     return "\n".join(out)
 
 
 def main() -> int:
-    """`python -m bench.roundtrips [--appends N] [--sqlite-only | --postgres-only]`."""
-    parser = argparse.ArgumentParser(prog="bench.roundtrips", description=__doc__)
+    """`python -m bench.probes.roundtrips [--appends N] [--sqlite-only | --postgres-only]`."""
+    parser = argparse.ArgumentParser(prog="bench.probes.roundtrips", description=__doc__)
     parser.add_argument("--appends", type=int, default=100)
     parser.add_argument("--sqlite-only", action="store_true")
     parser.add_argument("--postgres-only", action="store_true")
     parser.add_argument("--cpu-only", action="store_true")
     args = parser.parse_args()
-    if wrkload.tool() == "wrk":
+    if wrk.tool() == "wrk":
         print(cpu())
     if args.cpu_only:
         return 0

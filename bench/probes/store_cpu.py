@@ -1,9 +1,9 @@
 """CPU per stored notification: the official Python SDK server with `EventLogEventStore`.
 
-`python -m bench.store_cpu [--calls 15] [--notifications 200]` (issue 19: "profile the
+`python -m bench.probes.store_cpu [--calls 15] [--notifications 200]` (issue 19: "profile the
 store path end to end first"). One service process (SQLite `FULL`); the SDK server
-(`bench.sdk_server`) with no store, then with `EventLogEventStore` pipelined (the default)
-and per event, over the append channel (`--stores`: any of `bench.mcp_overhead`'s); one
+(`bench.baselines.sdk_server`) with no store, then with `EventLogEventStore` pipelined (the default)
+and per event, over the append channel (`--stores`: any of `bench.suites.mcp_overhead`'s); one
 session calling the `progress` tool one call after another. For each,
 the CPU-seconds (user + system) per 1,000 notifications of the service, the MCP server and
 the client (this process), from their `/proc` times; then, on the same service, the CPU of
@@ -20,7 +20,9 @@ import time
 import anyio
 import psutil  # type: ignore[import-untyped]
 
-from bench import append_cost, mcp_overhead, seed, wrkload
+from bench import seed
+from bench.loads import wrk
+from bench.suites import append_cost, mcp_overhead
 
 
 def _pid_listening(port: int) -> int:
@@ -37,13 +39,13 @@ def _cpu(process: psutil.Process) -> float:
 
 def main() -> None:
     """Print the table (see the module)."""
-    parser = argparse.ArgumentParser(prog="bench.store_cpu", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench.probes.store_cpu", description=__doc__)
     parser.add_argument("--calls", type=int, default=15)
     parser.add_argument("--notifications", type=int, default=200)
     parser.add_argument(
         "--stores",
         default="none,eventlog-pipelined,eventlog-per_event",
-        help="comma list of bench.mcp_overhead's SDK stores",
+        help="comma list of bench.suites.mcp_overhead's SDK stores",
     )
     args = parser.parse_args()
     n, calls = args.notifications, args.calls
@@ -74,7 +76,7 @@ def main() -> None:
                     )
             tokens = append_cost.open_generations(port, "cpu", 1)
             before_append = _cpu(service)
-            load = wrkload.append(port, tokens, batch=1, seconds=5)
+            load = wrk.append(port, tokens, batch=1, seconds=5)
             per_append = (_cpu(service) - before_append) / load["requests"] * 1000
             print(
                 f"  the service's CPU per REST append, one at a time (wrk, 1 connection): "

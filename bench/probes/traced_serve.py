@@ -1,10 +1,11 @@
-"""`python -m bench.traced_serve --port P`: the real `serve`, with every SQLite statement traced.
+"""`python -m bench.probes.traced_serve --port P`: the real `serve`, with every SQLite
+statement traced.
 
 Before the service imports anything, `sqlite3.connect` is wrapped so that each new
 connection (aiosqlite's and the stdlib engine's alike) gets a trace
 callback that appends the statement SQLite actually runs (BEGIN and COMMIT included) as
 one line to the file named by `BENCH_SQL_TRACE`, with the name of the thread that ran it.
-Used by `bench/roundtrips.py` to count the statements of one append; never by the timed
+Used by `bench/probes/roundtrips.py` to count the statements of one append; never by the timed
 runs (tracing costs time).
 """
 

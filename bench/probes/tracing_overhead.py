@@ -1,6 +1,6 @@
 """What tracing adds to an append and to a resume, in-process (figures for docs/traces.md).
 
-`python -m bench.tracing_overhead [--calls N] [--rounds R] [--database-url URL]` runs the
+`python -m bench.probes.tracing_overhead [--calls N] [--rounds R] [--database-url URL]` runs the
 app in this process behind `httpx.ASGITransport` (no network, so the service's own share
 shows), untraced and traced in alternating rounds on one fresh database (a SQLite file
 unless a migrated URL is given), and prints the p50 and p90 of each call. Traced means

@@ -5,14 +5,14 @@ runs every side once, back to back), so a noisy moment of the shared machine hit
 sides of a ratio; each ratio is the median of the per-round ratios, printed with its
 range. The servers under test all run at once, each its own process on 127.0.0.1:
 
-- the no-op endpoint (`bench/noop.py`: FastAPI + uvicorn, the service's `AppendRequest`
+- the no-op endpoint (`bench/baselines/noop.py`: FastAPI + uvicorn, the service's `AppendRequest`
   body model, stores nothing);
 - the service on SQLite (`synchronous=FULL`, WAL: the defaults) and on PostgreSQL (one
   process, its default pool);
-- the raw ceilings: SQLite written in-process with the stdlib driver (`bench/ceilings.py`)
-  and PostgreSQL driven by `pgbench` with the append's own statements (`bench/pgraw.py`).
+- the raw ceilings: SQLite written in-process with the stdlib driver (`bench/baselines/ceilings.py`)
+  and PostgreSQL driven by `pgbench` with the append's own statements (`bench/baselines/pgraw.py`).
 
-The load is `wrk` (`bench/wrkload.py`; the Python load process when wrk is missing, which
+The load is `wrk` (`bench/loads/wrk.py`; the Python load process when wrk is missing, which
 the report says). Every connection appends to its own generation, opened before the
 timed window with `max_events` high enough that no append evicts.
 """
@@ -30,7 +30,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import ceilings, pgraw, seed, servers, wrkload
+from bench import seed, servers
+from bench.baselines import ceilings, pgraw
+from bench.loads import wrk
 from bench.plan import Plan
 
 Results = dict[str, Any]
@@ -58,9 +60,9 @@ def open_generations(port: int, prefix: str, n: int) -> list[str]:
 
 
 def clients_process(spec: dict[str, Any]) -> Results:
-    """Run `python -m bench.clients` with `spec`; its JSON result."""
+    """Run `python -m bench.loads.clients` with `spec`; its JSON result."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.clients"],
+        [sys.executable, "-m", "bench.loads.clients"],
         input=json.dumps(spec).encode(),
         capture_output=True,
         cwd=servers.REPO,
@@ -68,7 +70,9 @@ def clients_process(spec: dict[str, Any]) -> Results:
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"bench.clients {spec['kind']} failed:\n{done.stderr.decode()[-3000:]}")
+        raise RuntimeError(
+            f"bench.loads.clients {spec['kind']} failed:\n{done.stderr.decode()[-3000:]}"
+        )
     result: Results = json.loads(done.stdout)
     return result
 
@@ -112,7 +116,7 @@ def _brief(name: str, result: Results) -> str:
 
 def suite(plan: Plan, workdir: Path) -> Results:
     """Every row of the table, with its ceiling, per round."""
-    out: Results = {"load": wrkload.tool(), "load_fallback_reason": wrkload.fallback_reason()}
+    out: Results = {"load": wrk.tool(), "load_fallback_reason": wrk.fallback_reason()}
     if out["load_fallback_reason"]:
         say(f"load: the Python load process, because {out['load_fallback_reason']}")
     sqlite_url = f"sqlite+aiosqlite:///{workdir}/cost.db"
@@ -138,14 +142,14 @@ def suite(plan: Plan, workdir: Path) -> Results:
         pg1 = open_generations(pg.port, "pg1", 1) if pg else []
 
         def append(port: int, tokens: list[str], *, batch: int = 1, seconds: float) -> Results:
-            return wrkload.append(port, tokens, batch=batch, seconds=seconds)
+            return wrk.append(port, tokens, batch=batch, seconds=seconds)
 
         if plan.warmup_seconds > 0:
             say("warming every server up")
             for port, tokens in ((noop.port, noop16), (sq.port, sq16)) + (
                 ((pg.port, pg16),) if pg else ()
             ):
-                wrkload.append(port, tokens, batch=1, seconds=plan.warmup_seconds)
+                wrk.append(port, tokens, batch=1, seconds=plan.warmup_seconds)
 
         say(f"1-2. one-event appends, {n} connections: no-op, SQLite, PostgreSQL, pgbench")
         sides: dict[str, Callable[[], Results]] = {

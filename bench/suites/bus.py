@@ -11,7 +11,7 @@ the same way (one process: no replicas to cross). The TypeScript bus runs the sa
 (`clients/typescript/bench/bus.ts`, against the SDK's `InMemoryServerEventBus`), its rows
 beside these. Goal: p99 ≤ 50 ms at 200 events/s.
 
-`python -m bench.bus [--quick]` runs it alone; `bench/run.py` runs it in the full bench.
+`python -m bench.suites.bus [--quick]` runs it alone; `bench/run.py` runs it in the full bench.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from mcp_eventlog_client.mcp import EventLogSubscriptionBus
 
 from app.storage.migrate import upgrade
 from bench import servers
-from bench.load import latency_summary
+from bench.loads.load import latency_summary
 from bench.plan import FULL, QUICK, Plan
 
 Results = dict[str, Any]
@@ -223,8 +223,8 @@ def table(result: Results | None) -> str:
 
 
 def main() -> None:
-    """`python -m bench.bus [--quick]`: this suite alone."""
-    parser = argparse.ArgumentParser(prog="bench.bus", description=__doc__)
+    """`python -m bench.suites.bus [--quick]`: this suite alone."""
+    parser = argparse.ArgumentParser(prog="bench.suites.bus", description=__doc__)
     parser.add_argument("--quick", action="store_true")
     plan = QUICK if parser.parse_args().quick else FULL
     with TemporaryDirectory(prefix="eventlog-bench-bus-") as workdir:

@@ -2,17 +2,17 @@
 against their ceilings measured in the same run.
 
 Interleaved rounds (each round runs every side once, back to back), each ratio the
-median of the per-round ratios with its range, as `bench/append_cost.py` does. Sides:
+median of the per-round ratios with its range, as `bench/suites/append_cost.py` does. Sides:
 
-- the service on SQLite (`FULL`, WAL) and the no-op endpoint (`bench/noop.py`: FastAPI +
+- the service on SQLite (`FULL`, WAL) and the no-op endpoint (`bench/baselines/noop.py`: FastAPI +
   uvicorn; its WebSocket parses the same frames with the same schema, stores nothing),
-  loaded through the channel by `bench/channel_load.py` (one closed-loop channel per
+  loaded through the channel by `bench/loads/channel_load.py` (one closed-loop channel per
   generation);
-- raw SQLite, in-process, one-row and 100-row `FULL` commits (`bench/ceilings.py`);
+- raw SQLite, in-process, one-row and 100-row `FULL` commits (`bench/baselines/ceilings.py`);
 - PostgreSQL: the service now (the common append as one CTE statement) and before
   (`before_tree`: the same service with the two-statement append, from git), each one
   process, loaded over REST by wrk, against `pgbench -M prepared` running the append's own
-  statements (`bench/pgraw.py`).
+  statements (`bench/baselines/pgraw.py`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from bench import append_cost, pgraw, seed, servers, wrkload
-from bench.child import measure
+from bench import seed, servers
+from bench.baselines import pgraw
+from bench.loads import wrk
+from bench.loads.child import measure
 from bench.plan import Plan
+from bench.suites import append_cost
 
 Results = dict[str, Any]
 say = append_cost.say
@@ -38,9 +41,9 @@ BEFORE_ONE_STATEMENT = "2ff8599"
 
 
 def channel_load(port: int, tokens: list[str], *, batch: int, seconds: float) -> Results:
-    """One closed-loop channel per token, `batch` events a frame (`bench/channel_load.py`)."""
+    """One closed-loop channel per token, `batch` events a frame (`bench/loads/channel_load.py`)."""
     spec = {"kind": "channel", "port": port, "tokens": tokens, "batch": batch}
-    return measure("bench.channel_load", spec | {"duration": seconds})
+    return measure("bench.loads.channel_load", spec | {"duration": seconds})
 
 
 @contextmanager
@@ -60,7 +63,7 @@ def before_tree(commit: str) -> Iterator[Path]:
 
 def suite(plan: Plan, workdir: Path) -> Results:
     """Every row of issue 19's service table, per round."""
-    out: Results = {"load": wrkload.tool()}
+    out: Results = {"load": wrk.tool()}
     sqlite_url = f"sqlite+aiosqlite:///{workdir}/channel.db"
     seed.migrate(sqlite_url)
     n = plan.single_concurrency
@@ -129,7 +132,7 @@ def _postgres(
 
     def rest(server: servers.Server, count: int, seconds: float) -> Callable[[], Results]:
         mine = tokens[server.name][:count] if count > 1 else tokens[server.name][n:]
-        return lambda: wrkload.append(server.port, mine, batch=1, seconds=seconds)
+        return lambda: wrk.append(server.port, mine, batch=1, seconds=seconds)
 
     say(f"19.4. REST one-event appends, {n} connections, PostgreSQL: now, before, pgbench")
     throughput = append_cost._interleave(
@@ -146,7 +149,7 @@ def _postgres(
         {
             "postgresql": rest(now, 1, plan.latency_seconds),
             "before": rest(before, 1, plan.latency_seconds),
-            "noop": lambda: wrkload.append(
+            "noop": lambda: wrk.append(
                 noop.port, noop16[:1], batch=1, seconds=plan.latency_seconds
             ),
             "pgbench": lambda: pgraw.run(
@@ -253,13 +256,13 @@ def table(out: Results) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.channel_cost [--quick] [--json PATH]`: this suite alone."""
+    """`python -m bench.suites.channel_cost [--quick] [--json PATH]`: this suite alone."""
     import argparse
     import json
 
     from bench.plan import FULL, QUICK
 
-    parser = argparse.ArgumentParser(prog="bench.channel_cost")
+    parser = argparse.ArgumentParser(prog="bench.suites.channel_cost")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)

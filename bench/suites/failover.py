@@ -11,7 +11,7 @@ database with a short writer lease, in front of the bench's SDK server (no event
 - **A silent call on a live replica**: a call that says nothing for 3 x lease (plus a
   sweep) between two progress notifications ends in its result, never abandoned.
 
-Raw Streamable HTTP (httpx), as bench/gateway.py. Results go to bench/results/failover.md.
+Raw Streamable HTTP (httpx), as bench/suites/gateway.py. Results go to bench/results/failover.md.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 
 import httpx
 
-from bench.gateway import HEADERS, PROTOCOL, _process, _session, say
 from bench.servers import REPO, free_port, postgres_available, throwaway_postgres
+from bench.suites.gateway import HEADERS, PROTOCOL, _process, _session, say
 
 Results = dict[str, Any]
 LEASE_SECONDS = 2
@@ -199,7 +199,7 @@ async def _silent_call(gateway: Gateway) -> Results:
 def _replicas(workdir: Path) -> Iterator[tuple[Gateway, Gateway]]:
     with contextlib.ExitStack() as stack:
         up_port = free_port()
-        argv = [sys.executable, "-m", "bench.gateway_upstream", "--port", str(up_port)]
+        argv = [sys.executable, "-m", "bench.baselines.gateway_upstream", "--port", str(up_port)]
         stack.enter_context(_process("failover-upstream", argv, up_port, {}, workdir))
         upstream = f"http://127.0.0.1:{up_port}/mcp"
         database_url = stack.enter_context(throwaway_postgres())
@@ -281,7 +281,7 @@ def markdown(out: Results | None) -> str:
     )
     return "\n".join(
         [
-            "# The gateway's failover (`make bench`, bench/failover.py)",
+            "# The gateway's failover (`make bench`, bench/suites/failover.py)",
             "",
             f"Two gateways on one PostgreSQL database, writer lease {out['lease_seconds']} s, "
             f"sweep {out['sweep_seconds']} s; the replica reading a call killed (`kill -9`) "
@@ -310,7 +310,7 @@ def write_markdown(out: Results) -> None:
 
 
 def main() -> None:
-    """`python -m bench.failover [--quick]`: this suite alone."""
+    """`python -m bench.suites.failover [--quick]`: this suite alone."""
     import tempfile
 
     class _Plan:

@@ -1,7 +1,8 @@
 """The gateway's cost (issue 18): one MCP tool call streaming 200 progress notifications
 (~200 bytes each) and a result, side by side in one run, against:
 
-- `direct`: the upstream itself (the SDK's `MCPServer`, no event store; bench/gateway_upstream.py),
+- `direct`: the upstream itself (the SDK's `MCPServer`, no event store;
+  bench/baselines/gateway_upstream.py),
 - `gateway-sqlite`: `mcp-eventlog gateway` in front of it on SQLite (`synchronous=FULL`),
 - `gateway-postgresql`: the same on PostgreSQL,
 - `eventlog-store`: the same upstream with our HTTP `EventLogEventStore` (service on SQLite FULL),
@@ -237,7 +238,7 @@ def suite(plan: Any, workdir: Path) -> Results:
     say("gateway: direct vs gateway vs EventLogEventStore vs mcp-persist")
     with contextlib.ExitStack() as stack:
         up_port = free_port()
-        argv = [sys.executable, "-m", "bench.gateway_upstream", "--port", str(up_port)]
+        argv = [sys.executable, "-m", "bench.baselines.gateway_upstream", "--port", str(up_port)]
         stack.enter_context(_process("upstream", argv, up_port, {}, workdir))
         upstream = f"http://127.0.0.1:{up_port}"
         _measure("direct", f"{upstream}/mcp", quick, out)
@@ -281,7 +282,7 @@ def suite(plan: Any, workdir: Path) -> Results:
         argv = [
             sys.executable,
             "-m",
-            "bench.gateway_upstream",
+            "bench.baselines.gateway_upstream",
             "--port",
             str(store_port),
             "--eventlog",
@@ -345,7 +346,7 @@ def markdown(out: Results | None) -> str:
     )
     return "\n".join(
         [
-            "# The gateway's cost (`make bench`, bench/gateway.py)",
+            "# The gateway's cost (`make bench`, bench/suites/gateway.py)",
             "",
             f"One tool call streaming {out['steps']} progress notifications (~200 bytes each) "
             "and a result; every target in front of the same SDK server (no event store "
@@ -363,7 +364,7 @@ def markdown(out: Results | None) -> str:
 
 
 def main() -> None:
-    """`python -m bench.gateway [--quick]`: this suite alone."""
+    """`python -m bench.suites.gateway [--quick]`: this suite alone."""
     import tempfile
 
     class _Plan:

@@ -11,7 +11,7 @@
   ones through Y. Each round's ratio compares the two; the figure is the median ratio,
   with its range. Every reader must then have counted every event of its generation.
 
-Everything runs in `bench.live_load` processes (writers and readers apart), on 127.0.0.1,
+Everything runs in `bench.loads.live_load` processes (writers and readers apart), on 127.0.0.1,
 each server and database made for the run and removed after it.
 """
 
@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from app.storage.migrate import upgrade
 from bench import servers
-from bench.child import LOAD_TIMEOUT_S, measure
+from bench.loads.child import LOAD_TIMEOUT_S, measure
 from bench.plan import Plan
 
 Results = dict[str, Any]
@@ -64,8 +64,8 @@ def say(message: str) -> None:
 
 
 def load(spec: dict[str, Any]) -> Results:
-    """Run one `bench.live_load` spec to its end; its JSON result."""
-    return measure("bench.live_load", spec)
+    """Run one `bench.loads.live_load` spec to its end; its JSON result."""
+    return measure("bench.loads.live_load", spec)
 
 
 def suite(plan: Plan, workdir: Path) -> Results:
@@ -176,7 +176,7 @@ class _Readers:
     def __init__(self, port: int, streams: list[str], count: int) -> None:
         spec = {"kind": "readers", "port": port, "streams": streams, "count": count}
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench.live_load"],
+            [sys.executable, "-m", "bench.loads.live_load"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -332,7 +332,7 @@ def _capacity_rows(doc: Results, what: str, goal: Results) -> list[str]:
 
 
 def main() -> int:
-    """`python -m bench.live [--quick]`: this suite alone, printed and written to
+    """`python -m bench.suites.live [--quick]`: this suite alone, printed and written to
     `bench/results/live-<plan>.{json,md}` (`make bench` runs it with the rest)."""
     import argparse
     import os
@@ -340,7 +340,7 @@ def main() -> int:
 
     from bench.plan import FULL, QUICK
 
-    parser = argparse.ArgumentParser(prog="bench.live", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="bench.suites.live", description=main.__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument(
         "--crowd",
@@ -352,7 +352,7 @@ def main() -> int:
     plan = QUICK if args.quick else FULL
     if args.crowd:
         return crowd(plan)
-    results_dir = Path(__file__).resolve().parent / "results"
+    results_dir = Path(__file__).resolve().parents[1] / "results"
     with tempfile.TemporaryDirectory(prefix="eventlog-bench-live-") as workdir:
         began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         load_before = os.getloadavg()
@@ -396,7 +396,7 @@ def crowd(plan: Plan) -> int:
         "loadavg_after": os.getloadavg(),
         "one_generation": result,
     }
-    path = Path(__file__).resolve().parent / "results" / "live-crowd.json"
+    path = Path(__file__).resolve().parents[1] / "results" / "live-crowd.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else []
     path.write_text(json.dumps({"runs": [*runs, doc]}, indent=2) + "\n")
     ratio = result["ratio"]

@@ -1,16 +1,16 @@
 """The latency `EventLogEventStore.store_event` adds to every MCP message.
 
-`python -m bench.mcp_overhead [--messages N] [--large N] [--database-url URL]` starts the
+`python -m bench.suites.mcp_overhead [--messages N] [--large N] [--database-url URL]` starts the
 service as a process (a fresh SQLite file with the default settings unless a URL is given),
 then stores the same messages, one at a time as the SDK's message router does, through the
-SDK's in-memory example store (`bench.sdk_store`) and through `EventLogEventStore`, in one
+SDK's in-memory example store (`bench.baselines.sdk_store`) and through `EventLogEventStore`, in one
 run, and prints the per-message latency of each and the difference: progress notifications
 (the common case) and 4 MiB tool results (stored as parts of at most 1 MiB). The store
 appends over the channel (its default); `--append-transport rest` measures REST.
 
-`python -m bench.mcp_overhead --sdk-calls [--rounds N] [--notifications N] [--concurrent N]
+`python -m bench.suites.mcp_overhead --sdk-calls [--rounds N] [--notifications N] [--concurrent N]
 [--single N] [--write]` measures the SDK-store goals instead: the official SDK server
-(`bench.sdk_server`) as a process per store — none, `EventLogEventStore` pipelined (the
+(`bench.baselines.sdk_server`) as a process per store — none, `EventLogEventStore` pipelined (the
 default) and per event (both over the channel), and mcp-persist's `SQLiteEventStore` —
 and the SDK's client calling its `progress` tool: the wall time of one call streaming 200
 progress notifications (median of `--single` calls), and the notifications/s of 16 such
@@ -41,9 +41,9 @@ from mcp_eventlog_client import EventLogClient, NewEvent
 from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
 from mcp_types import JSONRPCMessage, JSONRPCNotification, JSONRPCResponse
 
-from bench.sdk_store import InMemoryEventStore
+from bench.baselines.sdk_store import InMemoryEventStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def progress(step: int) -> JSONRPCNotification:
@@ -158,10 +158,18 @@ SDK_RESULTS_MD = REPO / "bench" / "results" / "sdk-stores.md"
 
 @contextmanager
 def sdk_server(store: str, eventlog: str, workdir: str | None = None) -> Iterator[str]:
-    """`bench.sdk_server` with `store` (a key of `_SERVER_ARGS`) on a free port; yields its
-    MCP endpoint's URL. mcp-persist's SQLite file goes into `workdir` (default: a temp dir)."""
+    """`bench.baselines.sdk_server` with `store` (a key of `_SERVER_ARGS`) on a free port;
+    yields its MCP endpoint's URL. mcp-persist's SQLite file goes into `workdir` (default: a
+    temp dir)."""
     port = _free_port()
-    argv = [sys.executable, "-m", "bench.sdk_server", "--port", str(port), *_SERVER_ARGS[store]]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.baselines.sdk_server",
+        "--port",
+        str(port),
+        *_SERVER_ARGS[store],
+    ]
     if store.startswith("eventlog"):
         argv += ["--eventlog", eventlog]
     with tempfile.TemporaryDirectory(prefix="bench-persist-") as scratch:
@@ -273,7 +281,8 @@ def sdk_markdown(out: dict[str, Any]) -> str:
         )
     return "\n".join(
         [
-            "# The official Python SDK server with each event store (`bench/mcp_overhead.py`)",
+            "# The official Python SDK server with each event store"
+            " (`bench/suites/mcp_overhead.py`)",
             "",
             f"{out['rounds']} interleaved rounds; one call streaming {out['notifications']} "
             f"progress notifications (median of {out['single_calls']} calls), and "

@@ -1,6 +1,6 @@
 """The peers, doing the same work in the same run: the SDK's in-memory store and Redis.
 
-- The MCP SDK's example `InMemoryEventStore` (see `bench/sdk_store.py`), in-process: store
+- The MCP SDK's example `InMemoryEventStore` (see `bench/baselines/sdk_store.py`), in-process: store
   N events, then replay after an id 5 events before the tail. Two shapes: one stream that
   holds all N events (a long tool call; the store's deque must be sized to N or it drops
   events silently), and N spread over streams of 200 like the service's seeded history
@@ -27,9 +27,9 @@ import uvloop
 from mcp.server.streamable_http import EventMessage
 from mcp.types import JSONRPCMessage
 
-from bench.load import latency_summary
-from bench.sdk_store import InMemoryEventStore
-from bench.workload import EVENT_TYPE, PROGRESS
+from bench.baselines.sdk_store import InMemoryEventStore
+from bench.loads.load import latency_summary
+from bench.loads.payload import EVENT_TYPE, PROGRESS
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 _REPLAY_BEHIND = 5

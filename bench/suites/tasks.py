@@ -37,8 +37,8 @@ from typing import Any
 
 import httpx
 
-from bench.gateway import _process, say
 from bench.servers import REPO, free_port, postgres_available, throwaway_postgres
+from bench.suites.gateway import _process, say
 
 Results = dict[str, Any]
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -324,7 +324,7 @@ def markdown(out: Results | None) -> str:
     load = out.get("loadavg", [0.0])[0]
     return "\n".join(
         [
-            "# The gateway as task host (`make bench`, bench/tasks.py)",
+            "# The gateway as task host (`make bench`, bench/suites/tasks.py)",
             "",
             f"Two `mcp-eventlog gateway --tasks {SPEC}` replicas on one PostgreSQL database "
             "in front of the conformance fixtures' upstream (official Python SDK, no task "
@@ -373,7 +373,7 @@ def write_markdown(out: Results) -> None:
 
 
 def main() -> None:
-    """`python -m bench.tasks [--quick]`: this suite alone."""
+    """`python -m bench.suites.tasks [--quick]`: this suite alone."""
     import tempfile
 
     class _Plan:

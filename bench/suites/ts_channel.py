@@ -8,7 +8,7 @@ wrk's REST append p50 on one connection, then the TypeScript store (a Node proce
 stream over the channel, then the same store over REST (for reference). Median and range of
 the rounds; JSON and a table in `bench/results/ts-channel.{json,md}`.
 
-`python -m bench.ts_channel [--quick]` runs it alone; `make bench` runs it with the rest
+`python -m bench.suites.ts_channel [--quick]` runs it alone; `make bench` runs it with the rest
 (`bench/run.py`). The machine is shared: every figure says it was taken under that load.
 """
 
@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import seed, servers, wrkload
-from bench.append_cost import open_generations
+from bench import seed, servers
+from bench.loads import wrk
 from bench.plan import FULL, QUICK, Plan
+from bench.suites.append_cost import open_generations
 
 PACKAGE = servers.REPO / "clients" / "typescript"
 RESULTS = servers.REPO / "bench" / "results"
@@ -102,8 +103,8 @@ def suite(plan: Plan, workdir: Path) -> Results:
     url = f"sqlite+aiosqlite:///{workdir}/ts-channel.db"
     seed.migrate(url)
     out: Results = {
-        "load": wrkload.tool(),
-        "load_fallback_reason": wrkload.fallback_reason(),
+        "load": wrk.tool(),
+        "load_fallback_reason": wrk.fallback_reason(),
         "messages_per_round": messages,
         "rounds": [],
         "machine": {"cpus": os.cpu_count(), "loadavg_before": os.getloadavg()},
@@ -114,7 +115,7 @@ def suite(plan: Plan, workdir: Path) -> Results:
         tokens = open_generations(service.port, "ts-rest", rounds)
         for i in range(rounds):
             say(f"TypeScript store over the channel vs REST append p50, round {i + 1}/{rounds}")
-            rest = wrkload.append(service.port, [tokens[i]], batch=1, seconds=seconds)
+            rest = wrk.append(service.port, [tokens[i]], batch=1, seconds=seconds)
             channel = _store(base, "channel", messages, bare=True)
             over_rest = _store(base, "rest", messages, bare=False)
             out["rounds"].append({"rest_append": rest, "channel": channel, "store_rest": over_rest})
@@ -200,7 +201,7 @@ def write(result: Results) -> Path:
 
 def main() -> int:
     """Run the suite alone, print and write its table."""
-    parser = argparse.ArgumentParser(prog="bench.ts_channel", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench.suites.ts_channel", description=__doc__)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="eventlog-bench-") as workdir:

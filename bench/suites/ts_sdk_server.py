@@ -12,7 +12,7 @@ sessions). The ratios are to the store-less server of the same SDK line in the s
 median and range of the rounds. Goals: pipelined one call ÷ none ≤ 1.5x, pipelined 16 calls
 notifications/s ÷ none ≥ 0.5x.
 
-`python -m bench.ts_sdk_server [--quick]` runs it alone (JSON and a table in
+`python -m bench.suites.ts_sdk_server [--quick]` runs it alone (JSON and a table in
 `bench/results/ts-sdk-server.{json,md}`); `make bench` runs it with the rest.
 """
 
@@ -32,8 +32,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import seed, servers, ts_channel
+from bench import seed, servers
 from bench.plan import FULL, QUICK, Plan
+from bench.suites import ts_channel
 
 PACKAGE = ts_channel.PACKAGE
 RESULTS = ts_channel.RESULTS
@@ -191,7 +192,7 @@ def write(result: Results) -> Path:
 
 def main() -> int:
     """Run the suite alone, print and write its table."""
-    parser = argparse.ArgumentParser(prog="bench.ts_sdk_server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench.suites.ts_sdk_server", description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--notifications", type=int, default=200)
     parser.add_argument("--concurrent", type=int, default=16)
