@@ -111,10 +111,10 @@ bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the
 	fi
 	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 
-bench: $(STAMP) bench-tools  ## the benchmarks (about 15 min): tables on stdout, JSON + PNG in bench/results/
+bench: $(STAMP) bench-tools  ## the benchmarks (run times: docs/performance.md): tables on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP) bench-tools  ## the same at small sizes, without the TypeScript channel, gateway and failover suites (about 4 min; CI's smoke run, never asserts times)
+bench-quick: $(STAMP) bench-tools  ## the same at small sizes, without the TypeScript channel, gateway and failover suites (CI's smoke run, never asserts times)
 	$(BIN)/python -m bench --quick
 
 # Debian's Chromium (the console's browser tests, `make screenshots`) with a font, and

@@ -60,9 +60,9 @@ def open_generations(port: int, prefix: str, n: int) -> list[str]:
 
 
 def clients_process(spec: dict[str, Any]) -> Results:
-    """Run `python -m bench.loads.clients` with `spec`; its JSON result."""
+    """Run `python -m bench.suites.clients` with `spec`; its JSON result."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.loads.clients"],
+        [sys.executable, "-m", "bench.suites.clients"],
         input=json.dumps(spec).encode(),
         capture_output=True,
         cwd=servers.REPO,
@@ -71,7 +71,7 @@ def clients_process(spec: dict[str, Any]) -> Results:
     )
     if done.returncode != 0:
         raise RuntimeError(
-            f"bench.loads.clients {spec['kind']} failed:\n{done.stderr.decode()[-3000:]}"
+            f"bench.suites.clients {spec['kind']} failed:\n{done.stderr.decode()[-3000:]}"
         )
     result: Results = json.loads(done.stdout)
     return result

@@ -1,6 +1,6 @@
 """The Python side of a message: HTTP clients compared, and what the store adds.
 
-`python -m bench.loads.clients < spec.json` prints one JSON result. It runs in its own process
+`python -m bench.suites.clients < spec.json` prints one JSON result. It runs in its own process
 on the stdlib asyncio loop (as the MCP SDK's `MCPServer.run` serves), one request at a
 time, so every figure is a per-request latency; each result also has the process's CPU
 time per request. Kinds:
@@ -24,7 +24,7 @@ time per request. Kinds:
   client on the transport `spec["transport"]` (`default` or `httpx`: REST appends;
   `channel`: the appends over the append channel, the store's default since issue 19).
 
-`python -m bench.loads.clients --table [--rounds N] [--requests N]` runs the comparison of
+`python -m bench.suites.clients --table [--rounds N] [--requests N]` runs the comparison of
 issue 11's client row in one go, side by side in interleaved rounds: the service (SQLite,
 `synchronous=FULL`) and the no-op endpoint as processes, wrk's one-connection p50 of
 each (the service's own p50 and the HTTP floor), `store_event` on both transports, and
@@ -326,7 +326,7 @@ def main() -> int:
         import argparse
         from pathlib import Path
 
-        parser = argparse.ArgumentParser(prog="bench.loads.clients")
+        parser = argparse.ArgumentParser(prog="bench.suites.clients")
         parser.add_argument("--table", action="store_true")
         parser.add_argument("--rounds", type=int, default=5)
         parser.add_argument("--requests", type=int, default=400)
