@@ -11,7 +11,7 @@ one at a time, after a warm-up (so caches are warm and the counts are the steady
 Then it sends 16 concurrent connections' worth of appends for a second (wrk when it is
 installed) and reports how many appends share a transaction (SQLite's group commit) and
 how many connections the PostgreSQL pool opens. Prints a report; used for
-`bench/results/append-path.md`.
+`docs/measurements/append-path.md`.
 """
 
 from __future__ import annotations
