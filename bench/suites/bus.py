@@ -111,7 +111,7 @@ async def _in_process(count: int) -> Results:
     return await _latencies(bus, bus, count)
 
 
-def _url(server: servers.Server) -> str:
+def _url(server: servers.ServerProcess) -> str:
     return f"http://127.0.0.1:{server.port}"
 
 

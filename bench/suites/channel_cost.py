@@ -119,7 +119,7 @@ def suite(plan: Plan, workdir: Path) -> Results:
 
 
 def _postgres(
-    plan: Plan, workdir: Path, stack: ExitStack, noop: servers.Server, noop16: list[str]
+    plan: Plan, workdir: Path, stack: ExitStack, noop: servers.ServerProcess, noop16: list[str]
 ) -> Results:
     n = plan.single_concurrency
     pg_url = stack.enter_context(servers.throwaway_postgres())
@@ -128,10 +128,13 @@ def _postgres(
     tree = stack.enter_context(before_tree(BEFORE_ONE_STATEMENT))
     now = stack.enter_context(servers.service(pg_url, workdir, name="pg-now"))
     before = stack.enter_context(servers.service(pg_url, workdir, name="pg-before", tree=tree))
-    tokens = {s.name: append_cost.open_generations(s.port, s.name, n + 1) for s in (now, before)}
+    tokens = {
+        s.port: append_cost.open_generations(s.port, name, n + 1)
+        for name, s in (("pg-now", now), ("pg-before", before))
+    }
 
-    def rest(server: servers.Server, count: int, seconds: float) -> Callable[[], Results]:
-        mine = tokens[server.name][:count] if count > 1 else tokens[server.name][n:]
+    def rest(server: servers.ServerProcess, count: int, seconds: float) -> Callable[[], Results]:
+        mine = tokens[server.port][:count] if count > 1 else tokens[server.port][n:]
         return lambda: wrk.append(server.port, mine, batch=1, seconds=seconds)
 
     say(f"19.4. REST one-event appends, {n} connections, PostgreSQL: now, before, pgbench")

@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from bench.servers import REPO, free_port, postgres_available, throwaway_postgres
+from bench.servers import REPO, ServerProcess, free_port, postgres_available, throwaway_postgres
 from bench.suites.gateway import HEADERS, PROTOCOL, _process, _session, say
 
 Results = dict[str, Any]
@@ -42,69 +41,28 @@ GIVE_UP_SECONDS = 30.0  # a reconnect with no error by then is reported as a han
 RESULTS_MD = REPO / "bench" / "results" / "failover.md"
 
 
-class Gateway:
-    """One gateway process on `database_url`, startable again after a kill on its port."""
+def gateway(name: str, upstream: str, database_url: str, logdir: Path) -> ServerProcess:
+    """One gateway process on `database_url` (not started); `start()` again after `kill()`
+    restarts it on its port."""
+    port = free_port()
+    argv = ["-m", "app", "gateway", "--upstream", upstream, "--port", str(port)]
+    env = {
+        "EVENTLOG_DATABASE_URL": database_url,
+        "EVENTLOG_MIGRATE_ON_START": "true",
+        "EVENTLOG_LOG_LEVEL": "warning",
+        "EVENTLOG_ACCESS_LOG": "false",
+        "EVENTLOG_WRITER_LEASE_SECONDS": str(LEASE_SECONDS),
+        "EVENTLOG_LEASE_SWEEP_SECONDS": str(SWEEP_SECONDS),
+    }
+    server = ServerProcess.program(argv, port=port, log_path=logdir / f"{name}-{port}.log", env=env)
+    server.ready_path, server.ready_status = "/healthz", None
+    server.start_timeout = 90.0
+    return server
 
-    def __init__(self, name: str, upstream: str, database_url: str, logdir: Path) -> None:
-        self.name, self.upstream, self.database_url, self.logdir = (
-            name,
-            upstream,
-            database_url,
-            logdir,
-        )
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def start(self) -> None:
-        argv = [sys.executable, "-m", "app", "gateway", "--upstream", self.upstream]
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO),
-            "EVENTLOG_DATABASE_URL": self.database_url,
-            "EVENTLOG_MIGRATE_ON_START": "true",
-            "EVENTLOG_LOG_LEVEL": "warning",
-            "EVENTLOG_ACCESS_LOG": "false",
-            "EVENTLOG_WRITER_LEASE_SECONDS": str(LEASE_SECONDS),
-            "EVENTLOG_LEASE_SWEEP_SECONDS": str(SWEEP_SECONDS),
-        }
-        with (self.logdir / f"{self.name}-{self.port}.log").open("ab") as log:
-            self.process = subprocess.Popen(  # noqa: S603
-                [*argv, "--port", str(self.port)],
-                cwd=REPO,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 90
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited at start; see its log in {self.logdir}")
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1)
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not answer in 90 s")
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
+def mcp_url(gateway: ServerProcess) -> str:
+    """The gateway's MCP endpoint."""
+    return f"{gateway.base_url}/mcp"
 
 
 def _call_body(rid: int, n: int, delay: float) -> dict[str, Any]:
@@ -124,14 +82,16 @@ def _headers(sid: str, **extra: str) -> dict[str, str]:
     return {**HEADERS, "mcp-protocol-version": PROTOCOL, "mcp-session-id": sid, **extra}
 
 
-async def _failover_round(first: Gateway, second: Gateway, rid: int) -> Results:
+async def _failover_round(first: ServerProcess, second: ServerProcess, rid: int) -> Results:
     """One round: the call read by `first`, `first` killed, the client on `second`."""
     async with httpx.AsyncClient(timeout=GIVE_UP_SECONDS) as http:
-        sid = await _session(http, first.url)
+        sid = await _session(http, mcp_url(first))
         last_id = None
         progress = 0
         body = _call_body(rid, 1000, 0.05)
-        async with http.stream("POST", first.url, json=body, headers=_headers(sid)) as response:
+        async with http.stream(
+            "POST", mcp_url(first), json=body, headers=_headers(sid)
+        ) as response:
             response.raise_for_status()
             async for line in response.aiter_lines():
                 if line.startswith("id:"):
@@ -150,7 +110,7 @@ async def _failover_round(first: Gateway, second: Gateway, rid: int) -> Results:
         with contextlib.suppress(httpx.TransportError, TimeoutError):
             async with (
                 asyncio.timeout(GIVE_UP_SECONDS),
-                http.stream("GET", second.url, headers=headers) as response,
+                http.stream("GET", mcp_url(second), headers=headers) as response,
             ):
                 async for line in response.aiter_lines():
                     if not line.startswith("data:") or len(line) < 7:
@@ -172,15 +132,17 @@ async def _failover_round(first: Gateway, second: Gateway, rid: int) -> Results:
     }
 
 
-async def _silent_call(gateway: Gateway) -> Results:
+async def _silent_call(gateway: ServerProcess) -> Results:
     """Two progress notifications 3 x lease + a sweep apart on a live replica."""
     silence = 3 * LEASE_SECONDS + SWEEP_SECONDS
     async with httpx.AsyncClient(timeout=silence + 30) as http:
-        sid = await _session(http, gateway.url)
+        sid = await _session(http, mcp_url(gateway))
         body = _call_body(1, 2, silence)
         began = time.monotonic()
         answer: dict[str, Any] = {}
-        async with http.stream("POST", gateway.url, json=body, headers=_headers(sid)) as response:
+        async with http.stream(
+            "POST", mcp_url(gateway), json=body, headers=_headers(sid)
+        ) as response:
             async for line in response.aiter_lines():
                 if line.startswith("data:") and len(line) > 6:
                     message = json.loads(line[5:])
@@ -196,7 +158,7 @@ async def _silent_call(gateway: Gateway) -> Results:
 
 
 @contextlib.contextmanager
-def _replicas(workdir: Path) -> Iterator[tuple[Gateway, Gateway]]:
+def _replicas(workdir: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     with contextlib.ExitStack() as stack:
         up_port = free_port()
         argv = [sys.executable, "-m", "bench.baselines.gateway_upstream", "--port", str(up_port)]
@@ -204,12 +166,12 @@ def _replicas(workdir: Path) -> Iterator[tuple[Gateway, Gateway]]:
         upstream = f"http://127.0.0.1:{up_port}/mcp"
         database_url = stack.enter_context(throwaway_postgres())
         pair = (
-            Gateway("failover-a", upstream, database_url, workdir),
-            Gateway("failover-b", upstream, database_url, workdir),
+            gateway("failover-a", upstream, database_url, workdir),
+            gateway("failover-b", upstream, database_url, workdir),
         )
-        for gateway in pair:
-            gateway.start()  # one at a time: the first one migrates the database
-            stack.callback(gateway.stop)
+        for replica in pair:
+            replica.start()  # one at a time: the first one migrates the database
+            stack.callback(replica.stop)
         yield pair
 
 

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from typing import Any
 import httpx
 import psutil  # type: ignore[import-untyped]
 
-from bench.servers import REPO, free_port, postgres_available, throwaway_postgres
+from bench.servers import REPO, ServerProcess, free_port, postgres_available, throwaway_postgres
 
 Results = dict[str, Any]
 STEPS = 200
@@ -53,31 +52,17 @@ def say(text: str) -> None:
 def _process(
     name: str, argv: list[str], port: int, env: dict[str, str], logdir: Path
 ) -> Iterator[int]:
-    """Run `argv` (listening on `port`) until the block ends; yields its pid once it answers."""
-    log = (logdir / f"{name}-{port}.log").open("wb")
-    full = {**os.environ, "PYTHONPATH": str(REPO), **env}
-    process = subprocess.Popen(argv, cwd=REPO, env=full, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{name} exited at start; see {log.name}")
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not answer in 60 s") from None
-                time.sleep(0.1)
-        yield process.pid
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    """Run `argv` (listening on `port`) until the block ends; yields its pid once `/healthz`
+    answers at all (an MCP server may answer it 404)."""
+    server = ServerProcess.program(
+        argv[1:], port=port, log_path=logdir / f"{name}-{port}.log", env=env
+    )
+    server.executable = argv[0]
+    server.ready_path, server.ready_status = "/healthz", None
+    server.start_timeout = 60.0
+    with server:
+        assert server.pid is not None
+        yield server.pid
 
 
 def _eventlog_env(database_url: str) -> dict[str, str]:

@@ -145,7 +145,7 @@ def _capacity(sizes: Sizes, url: str, workdir: Path, followed: list[str]) -> Res
                 {"port": y.port, "tokens": theirs, "duration": sizes.window_seconds},
                 {"port": x.port, "tokens": mine, "duration": sizes.window_seconds},
             ]
-        with servers.RssSampler(x.pid) as rss:
+        with servers.RssSampler(x.pid, interval=0.01) as rss:
             writers = load({"kind": "writers", "concurrency": sizes.writers, "windows": windows})
             token_of = dict(zip(mine, followed, strict=True))
             expect = {token_of[t]: n for t, n in writers["acked"].items() if t in token_of}

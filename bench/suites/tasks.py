@@ -1,7 +1,6 @@
 """The gateway as task host (issue 30): two `mcp-eventlog gateway --tasks SPEC` processes on
 one PostgreSQL database, in front of the conformance fixtures' upstream (the official Python
-SDK, no task support; tests/support/upstreams/task_fixtures.py, started as a file: bench
-does not import tests).
+SDK, no task support; tests/support/upstreams/task_fixtures.py, started as a program).
 
 Interleaved rounds, each side measured in the same round (one requester, one connection,
 one request at a time; the sides' order alternates between rounds):
