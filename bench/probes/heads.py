@@ -1,4 +1,4 @@
-"""`python -m bench.probes.heads`: what the connection guard costs per request (issue 21, item 2).
+"""`python -m bench.probes.heads`: what the connection guard costs per request.
 
 uvicorn's httptools protocol and the service's guarded one (`app/api/connections.py`)
 side by side, in one process, on the same event loop and a transport that discards what

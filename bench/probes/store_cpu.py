@@ -1,7 +1,7 @@
 """CPU per stored notification: the official Python SDK server with `EventLogEventStore`.
 
-`python -m bench.probes.store_cpu [--calls 15] [--notifications 200]` (issue 19: "profile the
-store path end to end first"). One service process (SQLite `FULL`); the SDK server
+`python -m bench.probes.store_cpu [--calls 15] [--notifications 200]`: the
+store path profiled end to end. One service process (SQLite `FULL`); the SDK server
 (`bench.baselines.sdk_server`) with no store, then with `EventLogEventStore` pipelined (the default)
 and per event, over the append channel (`--stores`: any of `bench.suites.mcp_overhead`'s); one
 session calling the `progress` tool one call after another. For each,

@@ -1,4 +1,4 @@
-"""Issue 11's table: the per-message cost of a durable append, against its ceilings.
+"""The per-message cost of a durable append, against its ceilings.
 
 Every figure is measured in one run, side by side, in interleaved rounds (each round
 runs every side once, back to back), so a noisy moment of the shared machine hits both

@@ -1,6 +1,6 @@
 """The bus: publish → listener latency across two replicas, against the SDK's in-process bus.
 
-`EventLogSubscriptionBus` (issue 20.3) carries 2026-07-28 server events between MCP server
+`EventLogSubscriptionBus` carries 2026-07-28 server events between MCP server
 replicas through the service. Here two buses stand for two replicas: bus A publishes
 `ResourceUpdated` events at a steady rate (open loop: each publish is its own task, so a
 slow one does not slow the rate), bus B's listener notes when each arrives. A and B talk

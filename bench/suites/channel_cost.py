@@ -1,4 +1,4 @@
-"""Issue 19's table: the append channel, and the PostgreSQL REST append in one statement,
+"""The channel's table: the append channel, and the PostgreSQL REST append in one statement,
 against their ceilings measured in the same run.
 
 Interleaved rounds (each round runs every side once, back to back), each ratio the
@@ -62,7 +62,7 @@ def before_tree(commit: str) -> Iterator[Path]:
 
 
 def suite(plan: Plan, workdir: Path) -> Results:
-    """Every row of issue 19's service table, per round."""
+    """Every row of the channel's table, per round."""
     out: Results = {"load": wrk.tool()}
     sqlite_url = f"sqlite+aiosqlite:///{workdir}/channel.db"
     seed.migrate(sqlite_url)

@@ -22,10 +22,10 @@ time per request. Kinds:
   another on one stream (a progress notification, as the SDK's router hands it), and the
   bare `EventLogClient.append` of the same event, interleaved in blocks, with the store's
   client on the transport `spec["transport"]` (`default` or `httpx`: REST appends;
-  `channel`: the appends over the append channel, the store's default since issue 19).
+  `channel`: the appends over the append channel, the store's default).
 
 `python -m bench.suites.clients --table [--rounds N] [--requests N]` runs the comparison of
-issue 11's client row in one go, side by side in interleaved rounds: the service (SQLite,
+the client row in one go, side by side in interleaved rounds: the service (SQLite,
 `synchronous=FULL`) and the no-op endpoint as processes, wrk's one-connection p50 of
 each (the service's own p50 and the HTTP floor), `store_event` on both transports, and
 every client on the no-op; it prints the table and writes
@@ -229,7 +229,7 @@ TRANSPORTS = ("channel", "default", "httpx")
 
 
 def table(rounds: int, requests: int, seconds: float) -> dict[str, Any]:
-    """Issue 11's client row, side by side in interleaved rounds (see the module)."""
+    """The client row, side by side in interleaved rounds (see the module)."""
     import tempfile
     from contextlib import ExitStack
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""The gateway's failover (issue 29): two `mcp-eventlog gateway` processes on one PostgreSQL
+"""The gateway's failover: two `mcp-eventlog gateway` processes on one PostgreSQL
 database with a short writer lease, in front of the bench's SDK server (no event store).
 
 - **Failover**, `rounds` times: a tool call is read by replica A; after its third progress

@@ -1,4 +1,4 @@
-"""The gateway's cost (issue 18): one MCP tool call streaming 200 progress notifications
+"""The gateway's cost: one MCP tool call streaming 200 progress notifications
 (~200 bytes each) and a result, side by side in one run, against:
 
 - `direct`: the upstream itself (the SDK's `MCPServer`, no event store;

@@ -1,4 +1,4 @@
-"""Live reads (issue 10): append→reader latency, and the readers one process holds.
+"""Live reads: append→reader latency, and the readers one process holds.
 
 - Latency: one writer appends ~200-byte events at 200/s (open loop); one live reader
   follows the stream on the same process, or on another process on the same database
@@ -268,7 +268,7 @@ def table(live: Results | None) -> str:
         return ""
     goals = targets(live)
     lines = [
-        "### Live reads (issue 10)",
+        "### Live reads",
         "",
         "| measurement | result | compared with (same run) | ratio | goal | |",
         "|---|---|---|---|---|---|",
@@ -345,7 +345,7 @@ def main() -> int:
     parser.add_argument(
         "--crowd",
         action="store_true",
-        help="only 1,000 readers of one generation on PostgreSQL (issue 19, item 4): "
+        help="only 1,000 readers of one generation on PostgreSQL: "
         "printed and written to bench/results/live-crowd.json",
     )
     args = parser.parse_args()

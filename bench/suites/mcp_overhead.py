@@ -374,7 +374,7 @@ def main() -> None:
         "--sqlite-synchronous", default="FULL", help="EVENTLOG_SQLITE_SYNCHRONOUS of the service"
     )
     parser.add_argument("--append-transport", choices=("channel", "rest"), default="channel")
-    parser.add_argument("--sdk-calls", action="store_true", help="issue 19's SDK rows instead")
+    parser.add_argument("--sdk-calls", action="store_true", help="the SDK-store rows instead")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--notifications", type=int, default=200)
     parser.add_argument("--concurrent", type=int, default=16)

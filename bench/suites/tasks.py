@@ -1,4 +1,4 @@
-"""The gateway as task host (issue 30): two `mcp-eventlog gateway --tasks SPEC` processes on
+"""The gateway as task host: two `mcp-eventlog gateway --tasks SPEC` processes on
 one PostgreSQL database, in front of the conformance fixtures' upstream (the official Python
 SDK, no task support; tests/support/upstreams/task_fixtures.py, started as a program).
 

@@ -1,6 +1,6 @@
 """The TypeScript store over the append channel ÷ the service's own REST append, p50.
 
-Issue 19's goal: `EventLogEventStore.storeEvent` p50 (TypeScript, over the channel) ≤ 1.0x
+The goal: `EventLogEventStore.storeEvent` p50 (TypeScript, over the channel) ≤ 1.0x
 the service's own REST append p50 (one connection, one event per request, wrk). One
 service process on SQLite (`synchronous=FULL`, the defaults); in each interleaved round:
 wrk's REST append p50 on one connection, then the TypeScript store (a Node process,

@@ -1,6 +1,6 @@
 """The TypeScript SDK server with the pipelined store, the per-event store and no store.
 
-Issue 29's TypeScript rows: the TypeScript SDK's server (`clients/typescript/bench/
+The TypeScript rows: the TypeScript SDK's server (`clients/typescript/bench/
 sdk-server.ts`, both lines: `@modelcontextprotocol/sdk` 1.x and `@modelcontextprotocol/
 server` 2.x) serving one tool that streams `n` progress notifications, with no event store,
 with `EventLogEventStore` pipelined (its default) and with `durability: "per_event"`, each

@@ -1,5 +1,5 @@
-"""Live reads against hostile, careless and stopping callers (issue 21: items 1, 4 and 5),
-each on a real server process, on SQLite and PostgreSQL.
+"""Live reads against hostile, careless and stopping callers, each on a real server
+process, on SQLite and PostgreSQL.
 
 - Readers that never read (raw sockets that never `recv()`): the server's RSS stays
   bounded under 2,000 of them (live pages are read at most `EVENTLOG_LIVE_PAGE_BYTES` at a
@@ -70,7 +70,7 @@ async def append(http: httpx.AsyncClient, token: str, *data: str) -> None:
     assert answer.status_code == 201, answer.text
 
 
-# -- item 1: readers that never read -------------------------------------------------------
+# -- readers that never read ---------------------------------------------------------------
 
 SLOW_READERS = int(os.environ.get("EVENTLOG_TEST_SLOW_READERS", "2000"))
 SLOW_EVENTS, SLOW_EVENT_BYTES = 4, 256 * 1024  # 1 MiB in the generation the readers follow
@@ -155,7 +155,7 @@ async def test_page_requests_are_capped_with_a_stable_503(
         assert (await http.get(url)).status_code == 200  # the places are free again
 
 
-# -- item 4: tenant shares, counted long-polls, waiters whose client left -------------------
+# -- tenant shares, counted long-polls, waiters whose client left ---------------------------
 
 KEYS = [
     {"scope": "writer", "tenant": "alpha", "key": "alpha-writer-key-0001"},
@@ -253,7 +253,7 @@ async def test_long_polls_are_counted_and_dropped_when_their_client_leaves(
         assert await metric(base, GAUGE) == 0
 
 
-# -- item 5: shutdown ---------------------------------------------------------------------------
+# -- shutdown -----------------------------------------------------------------------------------
 
 
 async def test_sigterm_ends_live_readers_at_once_and_they_continue_elsewhere(
