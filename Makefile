@@ -60,8 +60,12 @@ dist-typescript: dist-folder
 	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error \
 		&& npm pack --silent --pack-destination $(abspath $(DIST)) >/dev/null
 
-test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and PostgreSQL, then the TypeScript package's (CI=true: nothing may skip)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# The suite is mostly waiting (servers starting, live reads, timeouts): two workers share it,
+# a module (or a folder that builds one artifact) per unit (tests/support/scheduling.py).
+PARALLEL := -n 2 --dist loadscope
+
+test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and PostgreSQL (two workers), then the TypeScript package's (CI=true: nothing may skip)
+	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-typescript
 
 # The quick loop: pytest alone (no apt, no TypeScript suite), with pytest's own arguments.
@@ -69,7 +73,7 @@ check: $(STAMP)  ## only pytest, with ARGS: make check ARGS="tests/api/test_writ
 	$(BIN)/python -m pytest $(ARGS)
 
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
-	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PARALLEL) -m "not postgresql" $(PYTEST_ARGS)
 
 test-typescript: $(STAMP)  ## the TypeScript package (clients/typescript): npm ci, then its tests against the service (SQLite and PostgreSQL)
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
