@@ -62,7 +62,8 @@ dist-typescript: dist-folder
 
 # The suite is mostly waiting (servers starting, live reads, timeouts): two workers share it,
 # a module (or a folder that builds one artifact) per unit (tests/support/scheduling.py).
-PARALLEL := -n 2 --dist loadscope
+# `make test PARALLEL=` runs it in one process.
+PARALLEL ?= -n 2 --dist loadscope
 
 test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and PostgreSQL (two workers), then the TypeScript package's (CI=true: nothing may skip)
 	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
