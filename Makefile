@@ -60,8 +60,13 @@ dist-typescript: dist-folder
 	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error \
 		&& npm pack --silent --pack-destination $(abspath $(DIST)) >/dev/null
 
-test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and PostgreSQL, then the TypeScript package's (CI=true: nothing may skip)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# The suite is mostly waiting (servers starting, live reads, timeouts): two workers share it,
+# a module (or a folder that builds one artifact) per unit (tests/support/scheduling.py).
+# `make test PARALLEL=` runs it in one process.
+PARALLEL ?= -n 2 --dist loadscope
+
+test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and PostgreSQL (two workers), then the TypeScript package's (CI=true: nothing may skip)
+	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-typescript
 
 # The quick loop: pytest alone (no apt, no TypeScript suite), with pytest's own arguments.
@@ -69,7 +74,7 @@ check: $(STAMP)  ## only pytest, with ARGS: make check ARGS="tests/api/test_writ
 	$(BIN)/python -m pytest $(ARGS)
 
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half
-	$(BIN)/python -m pytest -m "not postgresql" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PARALLEL) -m "not postgresql" $(PYTEST_ARGS)
 
 test-typescript: $(STAMP)  ## the TypeScript package (clients/typescript): npm ci, then its tests against the service (SQLite and PostgreSQL)
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
@@ -101,7 +106,7 @@ format: $(STAMP)
 
 # wrk is the outside load generator of the append figures (Debian package `wrk`). Installed
 # with apt-get when missing and we are root; when it cannot be, the bench says so and falls
-# back to its own Python load process (bench/load.py), so this target never fails.
+# back to its own Python load process (bench/loads/load.py), so this target never fails.
 bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the TypeScript package's modules (its bus bench)
 	@if command -v wrk >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
@@ -114,10 +119,10 @@ bench-tools:  ## install wrk (apt-get) for the bench when it is missing, and the
 	fi
 	cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 
-bench: $(STAMP) bench-tools  ## the benchmarks (about 15 min): tables on stdout, JSON + PNG in bench/results/
+bench: $(STAMP) bench-tools  ## the benchmarks (run times: docs/performance.md): tables on stdout, JSON + PNG in bench/results/
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP) bench-tools  ## the same at small sizes, without the TypeScript channel, gateway and failover suites (about 4 min; CI's smoke run, never asserts times)
+bench-quick: $(STAMP) bench-tools  ## the same at small sizes, without the TypeScript channel, gateway and failover suites (CI's smoke run, never asserts times)
 	$(BIN)/python -m bench --quick
 
 # Debian's Chromium (the console's browser tests, `make screenshots`) with a font, and

@@ -14,7 +14,7 @@ from bench.run import run
 def main() -> int:
     """Run the full plan (or the quick one) and report it."""
     parser = argparse.ArgumentParser(prog="bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes, under a minute")
+    parser.add_argument("--quick", action="store_true", help="small sizes: CI's smoke run")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     # SIGTERM (CI's timeout, a killed make) unwinds like Ctrl-C: every server process,

@@ -1,7 +1,7 @@
 """The tables, the JSON and the plot, all derived from one run's raw results.
 
-Two tables: issue 11's (the per-message cost of an append against its ceilings, from
-`bench/append_cost.py`), then the rest (resume and replay by stored history, the peers).
+Two tables: the per-message cost (an append against its ceilings, from
+`bench/suites/append_cost.py`), then the rest (resume and replay by stored history, the peers).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import bus, channel_cost, failover, gateway, live, mcp_overhead, tasks, ts_channel
+from bench.suites import bus, channel_cost, failover, gateway, live, mcp_overhead, tasks, ts_channel
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -45,7 +45,7 @@ def _met(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-# --- issue 11's table ---------------------------------------------------------------
+# --- the per-message cost table ---------------------------------------------------------------
 
 
 def _ratio(row: dict[str, Any]) -> str:
@@ -68,7 +68,7 @@ def _figure(row: dict[str, Any], doc: dict[str, Any]) -> str:
 
 
 def cost_table(cost: dict[str, Any]) -> str:
-    """Issue 11's table as Markdown: figure, ceiling, ours, ratio (median, range), goal."""
+    """The per-message cost table as Markdown: figure, ceiling, ours, ratio, goal."""
     lines = [
         "| figure | ceiling (same run) | mcp-eventlog | ratio (median, per-round range) | goal | |",
         "|---|---|---|---|---|---|",
@@ -111,7 +111,7 @@ def cost_notes(cost: dict[str, Any]) -> str:
         )
     else:
         lines.append(
-            f"**Load: the Python load process (bench/load.py), not wrk: "
+            f"**Load: the Python load process (bench/loads/load.py), not wrk: "
             f"{cost['load_fallback_reason']}.** Its ceilings are lower than wrk's; "
             "`make bench-tools` installs wrk."
         )
@@ -148,7 +148,7 @@ def cost_notes(cost: dict[str, Any]) -> str:
 
 
 def targets(results: dict[str, Any]) -> dict[str, Any]:
-    """Every goal of the run: issue 11's rows, then resume and replay."""
+    """Every goal of the run: the per-message cost rows, then resume and replay."""
     out: dict[str, Any] = {}
     for row in results["append_cost"]["rows"]:
         value = row["added_ms"]["median"] if "added_ms" in row else row["ratio"]["median"]
@@ -294,7 +294,7 @@ def _peer_rows(peer: dict[str, Any], sq: dict[str, Any], cost: dict[str, Any]) -
 def table(results: dict[str, Any]) -> str:
     """Both tables as Markdown (what the run prints and docs show)."""
     cost = results["append_cost"]
-    lines = ["### The per-message cost (issue 11)", "", cost_table(cost), "", cost_notes(cost)]
+    lines = ["### The per-message cost", "", cost_table(cost), "", cost_notes(cost)]
     lines += ["", "### Resume, replay and peers", ""]
     head = "| measurement | result | compared with (same run) | ratio | target | |"
     lines += [head, "|---|---|---|---|---|---|"]
@@ -303,7 +303,7 @@ def table(results: dict[str, Any]) -> str:
         for r in rows(results)
     ]
     if results.get("channel_cost"):
-        lines += ["", "### The append channel and the PostgreSQL append (issue 19)", ""]
+        lines += ["", "### The append channel and the PostgreSQL append", ""]
         lines += [channel_cost.table(results["channel_cost"])]
     if results.get("ts_channel"):
         lines += ["", ts_channel.table(results["ts_channel"])]

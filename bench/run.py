@@ -1,7 +1,7 @@
 """The run: every measurement in one process tree, side by side, in a fixed order.
 
-First issue 11's table (`bench/append_cost.py`: the append against its ceilings, in
-interleaved rounds), issue 19's (`bench/channel_cost.py`: the append channel, and the
+First the per-message cost table (`bench/suites/append_cost.py`: the append against its ceilings, in
+interleaved rounds), the channel's (`bench/suites/channel_cost.py`: the append channel, and the
 PostgreSQL append in one statement, against theirs), then resume and replay by stored
 history on each database, then the peers (the SDK's in-memory store, Redis Streams), the
 live reads, the bus, the TypeScript store over the channel, the TypeScript SDK server with
@@ -18,7 +18,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import (
+from bench import seed, servers
+from bench.loads.child import measure
+from bench.loads.load import latency_summary
+from bench.plan import Plan
+from bench.suites import (
     append_cost,
     bus,
     channel_cost,
@@ -27,22 +31,17 @@ from bench import (
     live,
     mcp_overhead,
     peers,
-    seed,
-    servers,
     tasks,
     ts_channel,
     ts_sdk_server,
 )
-from bench.child import measure
-from bench.load import latency_summary
-from bench.plan import Plan
 
 Results = dict[str, Any]
 
 
 def load(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one load in its own process (`python -m bench.load`) and return its result."""
-    return measure("bench.load", spec)
+    """Run one load in its own process (`python -m bench.loads.load`) and return its result."""
+    return measure("bench.loads.load", spec)
 
 
 say = append_cost.say
@@ -212,26 +211,26 @@ def run(plan: Plan) -> Results:
         results["bus"] = _timed("bus", lambda: bus.suite(plan, workdir), timings)
         if plan.name == "quick":
             # CI's smoke run stays short: the TypeScript channel, the gateway, the SDK-store and
-            # the failover suites run in the full bench, and alone (`python -m bench.ts_channel
-            # --quick`, `python -m bench.gateway --quick`, `python -m bench.mcp_overhead
-            # --sdk-calls`, `python -m bench.failover --quick`, `python -m bench.tasks --quick`).
+            # the failover suites run in the full bench, and alone (`python -m
+            # bench.suites.ts_channel --quick`, `… gateway --quick`, `… mcp_overhead
+            # --sdk-calls`, `… failover --quick`, `… tasks --quick`).
             say(
                 "quick plan: the TypeScript channel, gateway, SDK-store, failover and tasks "
                 "suites run in the full bench"
             )
         else:
-            # Issue 19: the TypeScript store over the append channel (bench/results/ts-channel.*).
+            # The TypeScript store over the append channel (bench/results/ts-channel.*).
             results["ts_channel"] = _timed(
                 "ts_channel", lambda: ts_channel.suite(plan, workdir), timings
             )
             ts_channel.write(results["ts_channel"])
-            # Issue 29: the TypeScript SDK server with the pipelined store, the per-event store
+            # The TypeScript SDK server with the pipelined store, the per-event store
             # and none (bench/results/ts-sdk-server.*).
             results["ts_sdk_server"] = _timed(
                 "ts_sdk_server", lambda: ts_sdk_server.suite(plan, workdir), timings
             )
             ts_sdk_server.write(results["ts_sdk_server"])
-            # Issue 18: the gateway against the upstream alone, our store and mcp-persist
+            # The gateway against the upstream alone, our store and mcp-persist
             # (bench/results/gateway.md).
             results["gateway"] = _timed("gateway", lambda: gateway.suite(plan, workdir), timings)
             # The official Python SDK server with each event store: pipelined and per-event
@@ -239,9 +238,9 @@ def run(plan: Plan) -> Results:
             results["sdk_stores"] = _timed(
                 "sdk_stores", lambda: mcp_overhead.sdk_suite(plan, workdir), timings
             )
-            # Issue 29: the recording replica killed mid-call (bench/results/failover.md).
+            # The recording replica killed mid-call (bench/results/failover.md).
             results["failover"] = _timed("failover", lambda: failover.suite(plan, workdir), timings)
-            # Issue 30: the gateway as task host beside a task-less call through it
+            # The gateway as task host beside a task-less call through it
             # (bench/results/tasks.md).
             results["tasks"] = _timed("tasks", lambda: tasks.suite(plan, workdir), timings)
     results["machine"]["loadavg_after"] = os.getloadavg()

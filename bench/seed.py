@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from app.storage.migrate import upgrade
 from app.storage.schema import events, generations, streams
-from bench.workload import EVENT_TYPE, NBYTES, PROGRESS
+from bench.loads.payload import EVENT_TYPE, NBYTES, PROGRESS
 
 TENANT = "default"  # the tenant of an open (key-less) service
 TTL_SECONDS = 30 * 86_400

@@ -10,104 +10,39 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import signal
-import socket
-import subprocess
 import sys
-import threading
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil  # type: ignore[import-untyped]
+from tests.support.process_memory import RssSampler
+from tests.support.processes import REPO, ServerProcess, free_port
 
-HOST = "127.0.0.1"
-REPO = Path(__file__).resolve().parents[1]
+# The processes under test are started, waited for and stopped by the tests' one
+# server-process helper; their memory is sampled by the tests' `RssSampler`.
+__all__ = ["REPO", "RssSampler", "ServerProcess", "free_port"]
+
 START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 PG_ADMIN_DSN = os.environ.get("BENCH_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass
-class Server:
-    """A running HTTP server process."""
-
-    name: str
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        """The server's process id (uvicorn with one worker serves in this process)."""
-        return self.process.pid
-
-    def rss(self) -> int:
-        """Resident memory in bytes."""
-        return int(psutil.Process(self.pid).memory_info().rss)
-
-
-def _wait_healthy(server: Server) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    url = f"http://{HOST}:{server.port}/healthz"
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"{server.name} exited at start; see {server.log}")
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(url, timeout=1) as response,
-        ):
-            # Alive and still ours: another process may have won the port race.
-            if response.status == 200 and server.process.poll() is None:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"{server.name} did not answer /healthz in {START_TIMEOUT_S}s")
-
-
-def _stop(server: Server) -> None:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-        try:
-            server.process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager
 def started(
     name: str, argv: list[str], env: dict[str, str], logdir: Path, cwd: Path = REPO
-) -> Iterator[Server]:
-    """Start `argv` with `--port <free>` appended, wait until healthy, stop it on exit.
+) -> Iterator[ServerProcess]:
+    """Start `argv` with `--port <free>` appended, wait until `/healthz` answers 200, stop it
+    on exit (SIGTERM, then SIGKILL after 10 s).
 
     `cwd` is where it runs: `python -m app` imports the `app` package found there first.
     """
     port = free_port()
-    log = logdir / f"{name}-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(  # noqa: S603 (our own interpreter and modules)
-            [*argv, "--port", str(port)],
-            cwd=cwd,
-            env={**os.environ, **env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(name, port, process, log)
-    try:
-        _wait_healthy(server)
+    server = ServerProcess.program(
+        [*argv[1:], "--port", str(port)], port=port, log_path=logdir / f"{name}-{port}.log", env=env
+    )
+    server.executable, server.cwd = argv[0], cwd
+    server.ready_path, server.ready_status = "/healthz", 200
+    server.start_timeout = START_TIMEOUT_S
+    with server:
         yield server
-    finally:
-        _stop(server)
 
 
 def service(
@@ -117,7 +52,7 @@ def service(
     *,
     tree: Path = REPO,
     env: dict[str, str] | None = None,
-) -> contextlib.AbstractContextManager[Server]:
+) -> contextlib.AbstractContextManager[ServerProcess]:
     """The real service, as an operator starts it: `python -m app serve --port P`.
 
     `tree`: a directory holding another `app` package (a variant to compare); `env`:
@@ -133,45 +68,9 @@ def service(
     return started(name, [sys.executable, "-m", "app", "serve"], full, logdir, cwd=tree)
 
 
-def noop(logdir: Path) -> contextlib.AbstractContextManager[Server]:
+def noop(logdir: Path) -> contextlib.AbstractContextManager[ServerProcess]:
     """The no-op endpoint, started the same way (its own process, uvicorn factory)."""
-    return started("noop", [sys.executable, "-m", "bench.noop"], {}, logdir)
-
-
-@dataclass
-class RssSampler:
-    """Samples a process's RSS in a thread; `peak` is the largest value seen."""
-
-    pid: int
-    interval_s: float = 0.01
-    baseline: int = 0
-    peak: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> RssSampler:
-        process = psutil.Process(self.pid)
-        self.baseline = self.peak = int(process.memory_info().rss)
-
-        def run() -> None:
-            while not self._stop.is_set():
-                with contextlib.suppress(psutil.Error):
-                    self.peak = max(self.peak, int(process.memory_info().rss))
-                self._stop.wait(self.interval_s)
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    @property
-    def growth(self) -> int:
-        """Peak RSS minus RSS at the start, in bytes."""
-        return self.peak - self.baseline
+    return started("noop", [sys.executable, "-m", "bench.baselines.noop"], {}, logdir)
 
 
 def postgres_available() -> bool:

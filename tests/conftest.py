@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -40,6 +41,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgresql)
         if not soak and item.get_closest_marker("soak") is not None:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `make test` (`-n 2 --dist loadscope`): a module, or a folder that builds a
+    shared artifact once, per unit of work (`tests.support.scheduling`)."""
+    from tests.support.scheduling import make_scheduler
+
+    return make_scheduler(config, log)
 
 
 @pytest.fixture(scope="session")

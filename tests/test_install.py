@@ -1,4 +1,4 @@
-"""Installs are reproducible (issue 13.9): one constraints file holds the tested versions,
+"""Installs are reproducible: one constraints file holds the tested versions,
 and `make install`, `make run`, CI and the Docker image all install through it; `make run`
 installs only what serving needs (no dev extras, no Node)."""
 
@@ -108,7 +108,7 @@ def dockerfile() -> str:
 
 
 def test_the_image_installs_the_release_wheel_through_the_constraints() -> None:
-    """One artifact for pip users and the image: the wheel `make dist` builds (issue 22)."""
+    """One artifact for pip users and the image: the wheel `make dist` builds."""
     text = dockerfile()
     [install] = [line for line in text.splitlines() if "pip install" in line]
     assert "-c /tmp/release/constraints.txt" in install

@@ -27,6 +27,7 @@ from tests.support.app import make_settings
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.process_memory import MIB
 from tests.support.processes import ServerProcess, free_port
+from tests.support.writer_calls import open_token as open_generation
 
 pytestmark = pytest.mark.process
 
@@ -109,13 +110,6 @@ async def closed_with(ws: ClientConnection) -> tuple[int, str]:
         frame = closed.rcvd
     assert frame is not None, "closed without a close frame"
     return frame.code, frame.reason
-
-
-async def open_generation(http: httpx.AsyncClient, stream: str, **options: Any) -> str:
-    answer = await http.post(f"/v1/streams/{stream}/generations", json=options or None)
-    assert answer.status_code == 201, answer.text
-    token: str = answer.json()["generation"]
-    return token
 
 
 # --- every clause, answered as the REST append answers it -------------------------------

@@ -21,6 +21,8 @@ import pytest
 from app.api.live import EventStreamResponse
 from tests.support.processes import running_server
 from tests.support.sse import WAIT, Reader, control, reading
+from tests.support.writer_calls import append_data as append
+from tests.support.writer_calls import open_token as open_generation
 
 pytestmark = pytest.mark.process
 
@@ -32,23 +34,6 @@ SERVER_ENV = {
     "EVENTLOG_LIVE_MAX_WAIT_SECONDS": "5",
     "EVENTLOG_RETENTION_INTERVAL_SECONDS": "0",
 }
-
-
-async def open_generation(http: httpx.AsyncClient, stream: str, **options: Any) -> str:
-    answer = await http.post(f"/v1/streams/{stream}/generations", json=options or None)
-    assert answer.status_code == 201, answer.text
-    token: str = answer.json()["generation"]
-    return token
-
-
-async def append(
-    http: httpx.AsyncClient, token: str, *data: str, event: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    body = {"events": [{"data": d, "event": event} for d in data], **extra}
-    answer = await http.post(f"/v1/generations/{token}/events", json=body)
-    assert answer.status_code == 201, answer.text
-    result: dict[str, Any] = answer.json()
-    return result
 
 
 async def readers_gauge(http: httpx.AsyncClient) -> float:

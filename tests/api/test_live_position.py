@@ -18,6 +18,8 @@ import httpx
 import pytest
 
 from tests.support.sse import WAIT, control, reading
+from tests.support.writer_calls import append_data as append
+from tests.support.writer_calls import open_token as open_generation
 
 pytestmark = pytest.mark.process
 
@@ -26,19 +28,6 @@ SERVER_ENV = {
     "EVENTLOG_LIVE_RETRY_MS": "250",
     "EVENTLOG_RETENTION_INTERVAL_SECONDS": "0",
 }
-
-
-async def open_generation(http: httpx.AsyncClient, stream: str) -> str:
-    answer = await http.post(f"/v1/streams/{stream}/generations")
-    assert answer.status_code == 201, answer.text
-    token: str = answer.json()["generation"]
-    return token
-
-
-async def append(http: httpx.AsyncClient, token: str, *data: str, **extra: Any) -> None:
-    body = {"events": [{"data": d} for d in data], **extra}
-    answer = await http.post(f"/v1/generations/{token}/events", json=body)
-    assert answer.status_code == 201, answer.text
 
 
 # -- item 10: two Last-Event-ID headers --------------------------------------------------------

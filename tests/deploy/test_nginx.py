@@ -46,6 +46,7 @@ from tests.support.databases import (
 )
 from tests.support.live_readers import WAIT, LiveReader, SseEvent, live_request, metric
 from tests.support.processes import ServerProcess
+from tests.support.writer_calls import open_token as open_generation
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
@@ -101,13 +102,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             yield Stack(replicas[0], replicas[1], proxy, nginx)
     finally:
         drop_postgres_database(database_url)
-
-
-async def open_generation(http: httpx.AsyncClient, stream: str) -> str:
-    opened = await http.post(f"/v1/streams/{stream}/generations")
-    assert opened.status_code == 201, opened.text
-    token: str = opened.json()["generation"]
-    return token
 
 
 async def append(base_url: str, token: str, seq: int) -> None:

@@ -19,16 +19,12 @@ from tests.gateway.clients import Progress, call_progress, mcp_client, seqs_of, 
 from tests.support.gateway import gateway_process_of, python_upstream
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
+from tests.support.upstreams import open_gate
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.process
 
 UPSTREAM_LOST = -32011
-
-
-async def open_gate(upstream: ServerProcess, name: str) -> None:
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{upstream.base_url}/test/gates/{name}")).raise_for_status()
 
 
 def _error_of(error: BaseException) -> MCPError:
@@ -134,13 +130,13 @@ async def _messages_flow_while_the_log_cannot_store(
             # for it, so that the only messages the outage leaves unstored are steps 3-4.
             await until(lambda: _standalone_recorded(gateway))
             unavailable()
-            await open_gate(upstream, "db:continue")
+            await open_gate(upstream.base_url, "db:continue")
             await progress.when(lambda: len(progress.steps) >= 4).wait()
             # Steps 3 and 4 came without an `id:` line: the client's last id stays the
             # stored step 2's (an SSE client keeps its last id across events without one).
             assert set(progress.tokens[3:]) <= {progress.tokens[2]}
             available()
-            await open_gate(upstream, "db:again")
+            await open_gate(upstream.base_url, "db:again")
     assert text_of(results[0]) == "counted to 6"
     assert progress.steps == [1, 2, 3, 4, 5, 6]
     ids = seqs_of(list(dict.fromkeys(progress.tokens)))  # each id once, in order

@@ -19,15 +19,11 @@ from tests.gateway.clients import (
     text_of,
 )
 from tests.gateway.conftest import Pair
+from tests.support.upstreams import open_gate
 
 pytestmark = pytest.mark.process
 
 RESUME_REFUSED = -32010
-
-
-async def open_gate(pair: Pair, name: str) -> None:
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{pair.upstream.base_url}/test/gates/{name}")).raise_for_status()
 
 
 async def admin(pair: Pair, path: str) -> object:
@@ -129,7 +125,7 @@ async def test_an_explicit_resume_on_a_new_transport_goes_on_live(pair: Pair) ->
                 results.append(await call_progress(session, second, resumption_token=token))
 
             tasks.start_soon(resume)
-            await open_gate(pair, "moved:continue")
+            await open_gate(pair.upstream.base_url, "moved:continue")
     assert text_of(results[0]) == "counted to 6"
     assert progress_of(notifications) == [4, 5, 6]
     generation = token.rsplit(":", 1)[0]

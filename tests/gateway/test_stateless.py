@@ -24,6 +24,7 @@ from tests.gateway.conftest import Pair
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.gateway import gateway_process
 from tests.support.processes import ServerProcess, free_port
+from tests.support.upstreams import open_gate
 
 pytestmark = pytest.mark.process
 
@@ -119,11 +120,6 @@ async def resume(http: httpx.AsyncClient, mcp: str, last: str, credential: str |
     return seen
 
 
-async def open_gate(pair: Pair, name: str) -> None:
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{pair.upstream.base_url}/test/gates/{name}")).raise_for_status()
-
-
 @pytest.mark.parametrize("credential", [None, "Bearer shared-by-both"])
 async def test_concurrent_calls_with_one_request_id_each_resume_their_own_stream(
     stateless: Pair, credential: str | None
@@ -141,7 +137,7 @@ async def test_concurrent_calls_with_one_request_id_each_resume_their_own_stream
         tokens = {seen.ids[0].rsplit(":", 1)[0] for seen in (first, second)}
         assert len(tokens) == 2, "both calls were recorded into one generation"
         for tag in tags:
-            await open_gate(stateless, f"{tag}:continue")
+            await open_gate(stateless.upstream.base_url, f"{tag}:continue")
         rests = await asyncio.gather(
             *(resume(http, stateless.mcp, seen.ids[-1], credential) for seen in (first, second))
         )
@@ -160,8 +156,8 @@ async def test_another_credential_cannot_resume_a_sessionless_stream(stateless: 
     async with httpx.AsyncClient(timeout=30) as http:
         owned = await call(http, stateless.mcp, "owner-a", "Bearer a")
         anonymous = await call(http, stateless.mcp, "owner-anon", None)
-        await open_gate(stateless, "owner-a:continue")
-        await open_gate(stateless, "owner-anon:continue")
+        await open_gate(stateless.upstream.base_url, "owner-a:continue")
+        await open_gate(stateless.upstream.base_url, "owner-anon:continue")
         for last, credential in (
             (owned.ids[-1], "Bearer b"),
             (owned.ids[-1], None),

@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 
 from tests.gateway_matrix.conftest import matrix_gateway
-from tests.gateway_matrix.test_replicas import open_gate, progress_of
 from tests.support.databases import empty_postgres
 from tests.support.processes import ServerProcess
 from tests.support.tcp_proxy import TcpProxy
-from tests.support.ts_harness import CLIENTS, mcp_client
-from tests.support.upstreams import upstream_process
+from tests.support.ts_harness import CLIENTS, mcp_client, progress_of
+from tests.support.upstreams import open_gate, upstream_process
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
@@ -93,7 +92,7 @@ async def test_a_silent_call_on_a_live_replica_is_never_abandoned(
         async with mcp_client("py", gateway.base_url, program) as run:
             await run.until(lambda r: len(r.of(0, "progress")) >= 2)
             await asyncio.sleep(3 * LEASE_SECONDS + SWEEP_SECONDS)  # nothing said meanwhile
-            await open_gate(upstream, f"{tag}:continue")
+            await open_gate(upstream.base_url, f"{tag}:continue")
             await run.finished()
     assert progress_of(run, 0) == [1, 2, 3, 4, 5, 6], run.lines
     (result,) = run.of(0, "result")

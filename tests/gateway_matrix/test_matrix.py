@@ -22,7 +22,7 @@ from _pytest.mark import ParameterSet
 from tests.gateway_matrix.conftest import Gateway, GatewayFactory
 from tests.support.soak import soak_enabled
 from tests.support.tcp_proxy import TcpProxy
-from tests.support.ts_harness import CLIENTS, Line, TsClient, mcp_client
+from tests.support.ts_harness import CLIENTS, Line, TsClient, mcp_client, progress_of
 from tests.support.upstreams import UPSTREAMS
 
 pytestmark = pytest.mark.process
@@ -74,11 +74,6 @@ def gateway_of(
         return gateways(request, db, upstream, **env)
 
     return get
-
-
-def progress_of(run: TsClient, op: int) -> list[int]:
-    """The progress values operation `op` saw, in order."""
-    return [int(line["progress"]) for line in run.of(op, "progress")]
 
 
 def result_of(run: TsClient, op: int) -> Line:

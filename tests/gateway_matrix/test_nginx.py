@@ -17,7 +17,7 @@ from tests.gateway_matrix.conftest import matrix_gateway
 from tests.support.databases import empty_postgres
 from tests.support.processes import REPO, ServerProcess
 from tests.support.tcp_proxy import TcpProxy
-from tests.support.ts_harness import TsClient, mcp_client
+from tests.support.ts_harness import mcp_client, progress_of
 from tests.support.upstreams import upstream_process
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
@@ -53,10 +53,6 @@ def stack(postgres_database: str, tmp_path_factory: pytest.TempPathFactory) -> I
             )
             with nginx.running() as url:
                 yield Stack(nginx, url, up, (a, b))
-
-
-def progress_of(run: TsClient, op: int) -> list[int]:
-    return [int(line["progress"]) for line in run.of(op, "progress")]
 
 
 def test_nginx_accepts_the_gateway_configuration(stack: Stack) -> None:

@@ -19,12 +19,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.gateway_matrix.conftest import matrix_gateway
-from tests.gateway_matrix.test_replicas import open_gate, progress_of
 from tests.support.databases import empty_postgres
 from tests.support.processes import ServerProcess
 from tests.support.tcp_proxy import TcpProxy
-from tests.support.ts_harness import mcp_client
-from tests.support.upstreams import upstream_process
+from tests.support.ts_harness import mcp_client, progress_of
+from tests.support.upstreams import open_gate, upstream_process
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
@@ -123,7 +122,7 @@ async def test_the_clients_own_reconnect_lands_on_the_other_replica_and_resumes(
             await run.until(lambda r: len(r.of(0, "progress")) >= 3)
             proxy.target_port = second.port
             proxy.cut()
-            await open_gate(upstream, f"{tag}:continue")
+            await open_gate(upstream.base_url, f"{tag}:continue")
             await run.finished()
     assert not run.of(0, "error"), run.lines
     assert progress_of(run, 0) == list(range(1, 9)), run.lines

@@ -22,8 +22,8 @@ from tests.support.databases import empty_postgres
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
 from tests.support.tcp_proxy import TcpProxy
-from tests.support.ts_harness import CLIENTS, TsClient, mcp_client
-from tests.support.upstreams import upstream_process
+from tests.support.ts_harness import CLIENTS, mcp_client, progress_of
+from tests.support.upstreams import open_gate, upstream_process
 from tests.support.waiting import until
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
@@ -45,15 +45,6 @@ def replicas(
             matrix_gateway(mcp, postgres_database, workdir) as second,
         ):
             yield up, first, second
-
-
-def progress_of(run: TsClient, op: int) -> list[int]:
-    return [int(line["progress"]) for line in run.of(op, "progress")]
-
-
-async def open_gate(upstream: ServerProcess, name: str) -> None:
-    async with httpx.AsyncClient() as client:
-        (await client.post(f"{upstream.base_url}/test/gates/{name}")).raise_for_status()
 
 
 async def steps_sent(upstream: ServerProcess, tag: str) -> int:
@@ -79,7 +70,7 @@ async def test_the_reconnect_lands_on_the_other_replica_while_the_first_still_re
             # The upstream goes on only now: steps 5..10 are read by the FIRST gateway (its
             # upstream response is still open), recorded, and must reach the client through
             # the second one, live.
-            await open_gate(upstream, f"{tag}:continue")
+            await open_gate(upstream.base_url, f"{tag}:continue")
             await run.finished()
     assert progress_of(run, 0) == list(range(1, 11)), run.lines
     (result,) = run.of(0, "result")
@@ -131,7 +122,7 @@ async def test_postgresql_restarted_mid_stream_loses_nothing_the_client_was_show
             async with mcp_client("py", gateway.base_url, program) as run:
                 await run.until(lambda r: len(r.of(0, "progress")) >= 4)
                 private_pg.stop("immediate")
-                await open_gate(up, f"{tag}:continue")
+                await open_gate(up.base_url, f"{tag}:continue")
                 await run.until(lambda r: len(r.of(0, "progress")) >= 8)
                 private_pg.start()
                 await run.until(lambda r: bool(r.of(1, "waiting")), within=60)

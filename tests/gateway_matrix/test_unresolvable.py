@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from tests.gateway_matrix.conftest import Gateway, GatewayFactory
-from tests.gateway_matrix.test_replicas import open_gate
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.ts_harness import TsClient, mcp_client
+from tests.support.upstreams import open_gate
 
 pytestmark = pytest.mark.process
 
@@ -79,7 +79,7 @@ async def test_a_resume_with_a_corrupted_token_fails_the_unanswered_call_at_once
             await run.go_on(token)
             await run.finished()
     finally:
-        await open_gate(gateway.upstream, f"{tag}:continue")
+        await open_gate(gateway.upstream.base_url, f"{tag}:continue")
     (resuming,) = run.of(2, "resuming")
     assert_refused(run, 2, reason, resuming["ms"])
     assert not run.of(2, "progress"), run.lines
@@ -138,5 +138,5 @@ async def test_the_clients_own_reconnect_with_a_corrupted_token_fails_the_call_a
                 assert proxy.cut() >= 1
                 await run.finished()
     finally:
-        await open_gate(gateway.upstream, f"{tag}:continue")
+        await open_gate(gateway.upstream.base_url, f"{tag}:continue")
     assert_refused(run, 0, reason, cut_at)

@@ -30,13 +30,12 @@ from typing import Any
 import pytest
 
 from tests.gateway_matrix.conftest import matrix_gateway
-from tests.gateway_matrix.test_replicas import open_gate, progress_of
 from tests.gateway_matrix.test_unresolvable import CORRUPTIONS, CorruptingProxy
 from tests.support.databases import empty_postgres
 from tests.support.processes import ServerProcess, free_port
 from tests.support.tcp_proxy import TcpProxy
-from tests.support.ts_harness import CLIENTS, TsClient, mcp_client
-from tests.support.upstreams import hostile_upstream_process, upstream_process
+from tests.support.ts_harness import CLIENTS, TsClient, mcp_client, progress_of
+from tests.support.upstreams import hostile_upstream_process, open_gate, upstream_process
 
 pytestmark = pytest.mark.process
 
@@ -270,7 +269,7 @@ async def test_a_corrupted_claim_on_the_other_replica_is_refused_visibly(
                 took = time.monotonic() - cut_at
                 await run.finished()
     finally:
-        await open_gate(sdk_upstream, f"{tag}:continue")
+        await open_gate(sdk_upstream.base_url, f"{tag}:continue")
     assert_error(run, RESUME_REFUSED, verdict="invalid", reason=reason)
     assert took <= REFUSED_WITHIN_SECONDS, f"the refusal came {took:.1f} s after the cut"
 
@@ -300,7 +299,7 @@ async def test_an_evicted_claim_on_the_other_replica_is_refused_visibly(
                 took = time.monotonic() - cut_at
                 await run.finished()
     finally:
-        await open_gate(sdk_upstream, f"{tag}:continue")
+        await open_gate(sdk_upstream.base_url, f"{tag}:continue")
     assert_error(run, RESUME_REFUSED, verdict="reset", reason="evicted")
     assert progress_of(run, 0) == list(range(1, 9)), run.lines
     assert took <= REFUSED_WITHIN_SECONDS, f"the refusal came {took:.1f} s after the cut"

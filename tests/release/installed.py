@@ -16,14 +16,13 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import httpx
-
-from tests.support.processes import REPO, free_port
+from tests.support.processes import REPO, ServerProcess, free_port
 
 START_TIMEOUT = 60.0  # seconds: a fresh environment compiles its bytecode on first import
 PIP = ("-m", "pip", "--disable-pip-version-check")
@@ -180,41 +179,25 @@ def running(
     """Run a server program until the block ends; ready once `ready_url` answers 2xx (or,
     with `any_answer`, anything at all: an MCP server has no health route).
 
-    Yields the path of its log (stdout and stderr).
+    Yields the path of its log (stdout and stderr). The one server-process helper
+    (`ServerProcess`), started in `cwd` with the user's environment.
     """
+    ready = urlsplit(ready_url)
+    assert ready.hostname == "127.0.0.1", ready_url
+    assert ready.port is not None, ready_url
     log = cwd / f"{Path(argv[0]).name}-{time.monotonic_ns()}.log"
-    with log.open("wb") as output:
-        child = subprocess.Popen(
-            argv, cwd=cwd, env=user_environment(**env), stdout=output, stderr=output
-        )
-    try:
-        _wait_ready(ready_url, child, log, any_answer)
+    server = ServerProcess.program(argv[1:], port=ready.port, log_path=log, env=env)
+    server.executable, server.cwd = argv[0], cwd
+    server.environment = _user_environment
+    server.ready_path = ready.path or "/"
+    server.ready_status = None if any_answer else 200
+    server.start_timeout = START_TIMEOUT
+    with server:
         yield log
-    finally:
-        child.terminate()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
 
 
-def _wait_ready(url: str, child: subprocess.Popen[bytes], log: Path, any_answer: bool) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise RuntimeError(f"{url}: the process exited with {child.returncode}:\n{_tail(log)}")
-        try:
-            if httpx.get(url, timeout=2.0).is_success or any_answer:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)  # a process we do not control: there is no event to await
-    raise TimeoutError(f"{url} did not answer in {START_TIMEOUT}s:\n{_tail(log)}")
-
-
-def _tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-4000:]
+def _user_environment(env: Mapping[str, str]) -> dict[str, str]:
+    return user_environment(**env)
 
 
 @contextmanager

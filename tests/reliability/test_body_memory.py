@@ -1,4 +1,4 @@
-"""Request bodies cannot pin a server's memory (issue 13.3), measured on a real process.
+"""Request bodies cannot pin a server's memory, measured on a real process.
 
 Before: 20 sockets without a key sending 16 MiB bodies moved the server's RSS from ~100 to
 ~400 MiB, and it stayed there. Now a body is read only after the key is checked, bodies

@@ -577,7 +577,7 @@ async def test_consumers_never_hold_a_spliced_stream(settings: Settings) -> None
     assert connections > len(live.readers), "no live reader ever reconnected"
 
 
-# -- two replicas under CPU load (issue 21, item 9) --------------------------------------------
+# -- two replicas under CPU load ---------------------------------------------------------------
 
 REPLICA_STREAMS, REPLICA_STEPS = 60, 10
 REPLICA_ENV = {

@@ -548,7 +548,7 @@ UNSTORABLE_TENANT = "tenant-\ud800"  # no database stores it: the UTF-8 codec re
 async def test_a_lone_surrogate_stops_nothing_end_to_end(
     hostile_settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 13.1: the request that used to kill the audit flusher is a 422; an entry that
+    """The request that used to kill the audit flusher is a 422; an entry that
     still reaches the audit log unstorable costs only itself; later decisions are written
     by the background flusher, /readyz stays honest, and shutdown is clean."""
     async with started_app(hostile_settings) as (app, http):

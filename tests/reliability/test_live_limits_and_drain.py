@@ -38,6 +38,7 @@ from tests.support.live_readers import (
 )
 from tests.support.process_memory import MIB, RssSampler
 from tests.support.processes import ServerProcess
+from tests.support.writer_calls import append_data, open_token
 
 pytestmark = pytest.mark.process
 
@@ -57,20 +58,7 @@ async def server(
         await asyncio.to_thread(process.stop)
 
 
-async def open_generation(http: httpx.AsyncClient, stream: str) -> str:
-    answer = await http.post(f"/v1/streams/{stream}/generations")
-    assert answer.status_code == 201, answer.text
-    token: str = answer.json()["generation"]
-    return token
-
-
-async def append(http: httpx.AsyncClient, token: str, *data: str) -> None:
-    body = {"events": [{"data": d} for d in data]}
-    answer = await http.post(f"/v1/generations/{token}/events", json=body)
-    assert answer.status_code == 201, answer.text
-
-
-# -- item 1: readers that never read -------------------------------------------------------
+# -- readers that never read ---------------------------------------------------------------
 
 SLOW_READERS = int(os.environ.get("EVENTLOG_TEST_SLOW_READERS", "2000"))
 SLOW_EVENTS, SLOW_EVENT_BYTES = 4, 256 * 1024  # 1 MiB in the generation the readers follow
@@ -108,9 +96,9 @@ async def test_readers_that_never_read_hold_bounded_memory(
         server(database_url, tmp_path, **env) as service,
         httpx.AsyncClient(base_url=service.base_url, timeout=WAIT) as http,
     ):
-        token = await open_generation(http, "never-read")
+        token = await open_token(http, "never-read")
         for n in range(SLOW_EVENTS):
-            await append(http, token, f"{n:08d}" + "z" * (SLOW_EVENT_BYTES - 8))
+            await append_data(http, token, f"{n:08d}" + "z" * (SLOW_EVENT_BYTES - 8))
         socks: list[socket.socket] = []
         try:
             with RssSampler(service.pid or 0, interval=0.1) as memory:
@@ -139,7 +127,7 @@ async def test_page_requests_are_capped_with_a_stable_503(
         server(database_url, tmp_path, **env) as service,
         httpx.AsyncClient(base_url=service.base_url, timeout=WAIT) as http,
     ):
-        token = await open_generation(http, "paged")
+        token = await open_token(http, "paged")
         url = f"/v1/generations/{token}/events"
         waits = [asyncio.create_task(http.get(url, params={"wait": 20})) for _ in range(3)]
         try:
@@ -149,13 +137,13 @@ async def test_page_requests_are_capped_with_a_stable_503(
             assert refused.json()["code"] == "too_many_pages"
             assert refused.headers["retry-after"]
         finally:
-            await append(http, token, "wakes them")
+            await append_data(http, token, "wakes them")
             answers = await asyncio.gather(*waits)
         assert [a.status_code for a in answers] == [200, 200, 200]
         assert (await http.get(url)).status_code == 200  # the places are free again
 
 
-# -- item 4: tenant shares, counted long-polls, waiters whose client left -------------------
+# -- tenant shares, counted long-polls, waiters whose client left ---------------------------
 
 KEYS = [
     {"scope": "writer", "tenant": "alpha", "key": "alpha-writer-key-0001"},
@@ -193,8 +181,8 @@ async def test_one_tenant_cannot_take_every_live_slot(database_url: str, tmp_pat
         authed(service.base_url, "alpha-writer-key-0001") as alpha,
         authed(service.base_url, "beta-writer-key-00001") as beta,
     ):
-        await open_generation(alpha, "shared-slots")
-        await open_generation(beta, "shared-slots")
+        await open_token(alpha, "shared-slots")
+        await open_token(beta, "shared-slots")
         held: list[contextlib.AbstractAsyncContextManager[httpx.Response]] = []
         try:
             statuses = []
@@ -227,7 +215,7 @@ async def test_long_polls_are_counted_and_dropped_when_their_client_leaves(
         httpx.AsyncClient(base_url=service.base_url, timeout=WAIT) as http,
     ):
         base = service.base_url
-        token = await open_generation(http, "long-polled")
+        token = await open_token(http, "long-polled")
         url = urlsplit(base)
         request = (
             f"GET /v1/generations/{token}/events?wait=60 HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n"
@@ -249,11 +237,11 @@ async def test_long_polls_are_counted_and_dropped_when_their_client_leaves(
         await metric_reaches(base, GAUGE, 0, WAIT)  # dropped at once, before any append
         dropped = time.monotonic() - left
         assert dropped < 10, f"waiters whose client left were held {dropped:.1f}s"
-        await append(http, token, "nobody waits")  # nothing is read for the gone waiters
+        await append_data(http, token, "nobody waits")  # nothing is read for the gone waiters
         assert await metric(base, GAUGE) == 0
 
 
-# -- item 5: shutdown ---------------------------------------------------------------------------
+# -- shutdown -----------------------------------------------------------------------------------
 
 
 async def test_sigterm_ends_live_readers_at_once_and_they_continue_elsewhere(
@@ -265,8 +253,8 @@ async def test_sigterm_ends_live_readers_at_once_and_they_continue_elsewhere(
         server(database_url, tmp_path, "b", **env) as b,
         httpx.AsyncClient(base_url=b.base_url, timeout=WAIT) as http,
     ):
-        token = await open_generation(http, "stopping")
-        await append(http, token, "1", "2")
+        token = await open_token(http, "stopping")
+        await append_data(http, token, "1", "2")
         text = ""
         async with (
             httpx.AsyncClient(base_url=a.base_url, timeout=httpx.Timeout(WAIT)) as raw,
@@ -275,7 +263,7 @@ async def test_sigterm_ends_live_readers_at_once_and_they_continue_elsewhere(
             chunks = response.aiter_text()
             while text.count("\n\n") < 2:
                 text += await anext(chunks)
-            appends = [asyncio.create_task(append(http, token, f"{n}")) for n in (3, 4)]
+            appends = [asyncio.create_task(append_data(http, token, f"{n}")) for n in (3, 4)]
             assert a.pid is not None
             stopped = time.monotonic()
             os.kill(a.pid, signal.SIGTERM)

@@ -35,6 +35,7 @@ from tests.support.live_readers import (
 )
 from tests.support.process_memory import MIB, RssSampler, rss
 from tests.support.processes import ServerProcess
+from tests.support.writer_calls import append_data, open_token
 
 pytestmark = pytest.mark.process
 
@@ -71,18 +72,6 @@ async def service(database_url: str, tmp_path: Path) -> AsyncIterator[ServerProc
         yield server
     finally:
         await asyncio.to_thread(server.stop)
-
-
-async def open_generation(http: httpx.AsyncClient, stream: str) -> str:
-    answer = await http.post(f"/v1/streams/{stream}/generations")
-    assert answer.status_code == 201, answer.text
-    token: str = answer.json()["generation"]
-    return token
-
-
-async def append(http: httpx.AsyncClient, token: str, data: str) -> None:
-    answer = await http.post(f"/v1/generations/{token}/events", json={"events": [{"data": data}]})
-    assert answer.status_code == 201, answer.text
 
 
 def has(count: int) -> Callable[[LiveReader], bool]:
@@ -158,22 +147,22 @@ async def test_a_thousand_readers_of_one_generation_get_everything_in_bounded_me
     payload = "x" * (EVENT_BYTES - 8)
     async with httpx.AsyncClient(base_url=base, timeout=WAIT) as http:
         # Warm the process up (imports, pools, caches, allocator arenas) on another stream.
-        warm = await open_generation(http, "warm-up")
+        warm = await open_token(http, "warm-up")
         warmers = await connect(base, "warm-up", 20, 0)
         for n in range(20):
-            await append(http, warm, f"{n:08d}{payload}")
+            await append_data(http, warm, f"{n:08d}{payload}")
         await asyncio.gather(*(r.wait_until(has(20)) for r in warmers))
         await asyncio.gather(*(r.stop() for r in warmers))
         await metric_reaches(base, GAUGE, 0)
 
-        token = await open_generation(http, "crowd")
-        await append(http, token, f"{1:08d}{payload}")
+        token = await open_token(http, "crowd")
+        await append_data(http, token, f"{1:08d}{payload}")
         with RssSampler(service.pid) as memory:
             readers = await connect(base, "crowd", READERS, 1)
             assert await metric(base, GAUGE) == READERS
             began = time.monotonic()
             for seq in range(2, EVENTS + 1):
-                await append(http, token, f"{seq:08d}{payload}")
+                await append_data(http, token, f"{seq:08d}{payload}")
             appended = time.monotonic() - began
             await asyncio.gather(*(r.wait_until(has(EVENTS), WAIT * 4) for r in readers))
             delivered = time.monotonic() - began
@@ -209,10 +198,10 @@ async def test_a_reader_that_stops_reading_holds_back_neither_appends_nor_memory
     base = service.base_url
     big = "y" * (BIG - 8)
     async with httpx.AsyncClient(base_url=base, timeout=WAIT) as http:
-        followed = await open_generation(http, "stalled-on")
-        unfollowed = await open_generation(http, "nobody-reads")
+        followed = await open_token(http, "stalled-on")
+        unfollowed = await open_token(http, "nobody-reads")
         for n in range(8):  # warm up the append path with events this size
-            await append(http, unfollowed, f"{n:08d}{big}")
+            await append_data(http, unfollowed, f"{n:08d}{big}")
         sock = stalled_socket(base, "stalled-on")
         try:
             await metric_reaches(base, GAUGE, 1)
@@ -222,7 +211,7 @@ async def test_a_reader_that_stops_reading_holds_back_neither_appends_nor_memory
                     # Interleaved, so a busy machine slows both alike.
                     for name, token in (("followed", followed), ("unfollowed", unfollowed)):
                         began = time.perf_counter()
-                        await append(http, token, f"{seq:08d}{big}")
+                        await append_data(http, token, f"{seq:08d}{big}")
                         paces[name].append(time.perf_counter() - began)
             appended = STALLED_EVENTS * BIG
             p50 = {name: sorted(times)[len(times) // 2] * 1000 for name, times in paces.items()}

@@ -1,4 +1,4 @@
-"""What a connection may take before it is a request (issue 21, item 2), on a real server.
+"""What a connection may take before it is a request, on a real server.
 
 Before any key is checked, a caller could send an endless header (10 connections of 50 MiB
 took the process 299 → 810 MiB), half a head or nothing at all (the connection stayed

@@ -1,4 +1,4 @@
-"""A SQLite file that cannot be written (issue 21, item 8), on a real server process.
+"""A SQLite file that cannot be written, on a real server process.
 
 Writes were 503 with nothing lost, but `/readyz` said 200 while no write could succeed,
 and the writer connection, opened while the file was unwritable, stayed read-only after

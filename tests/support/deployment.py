@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from tests.support import upstreams
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -20,8 +22,7 @@ class Deployment:
 
 async def open_gate(deployment: Deployment, name: str) -> None:
     """Let the MCP server's tool or replays that wait on `name` go on."""
-    async with httpx.AsyncClient() as http:
-        (await http.post(f"{deployment.mcp}/test/gates/{name}")).raise_for_status()
+    await upstreams.open_gate(deployment.mcp, name)
 
 
 async def service(deployment: Deployment, method: str, path: str, body: Any = None) -> Any:

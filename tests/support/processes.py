@@ -6,6 +6,9 @@ port, with the environment the test gives it (`EVENTLOG_*` settings; the caller'
 `EVENTLOG_*` variables are never passed on), its output in a log file. `start()` waits
 until it answers; `stop()` ends it (SIGTERM, then SIGKILL after 10 s); `kill()` is
 `kill -9`; `start()` again restarts it on the same port; `log()` and `rss()` read it.
+`environment` makes the child's environment from the test's settings (by default
+`child_environment`; the release tests give one that cannot reach the checkout), and the
+bench starts its processes under test with it too.
 
 The context managers below are its common shapes: `running_server(env)` yields a URL,
 `eventlog_service(database_url, workdir)` a migrating service, `mcp_server(...)` the test
@@ -21,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -80,6 +83,7 @@ class ServerProcess:
         self.start_timeout = START_TIMEOUT  # more for a slow start on a loaded machine
         self.ready_path = "/healthz"
         self.ready_status: int | None = 200
+        self.environment: Callable[[Mapping[str, str]], dict[str, str]] = child_environment
         self._process: subprocess.Popen[bytes] | None = None
 
     @classmethod
@@ -111,7 +115,7 @@ class ServerProcess:
         """Start the process and wait until it answers (`START_TIMEOUT`)."""
         assert self._process is None, "already running"
         database = {"EVENTLOG_DATABASE_URL": self.database_url} if self.database_url else {}
-        env = child_environment({**database, **self.extra_env})
+        env = self.environment({**database, **self.extra_env})
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 [self.executable, *self.argv],

@@ -117,6 +117,11 @@ CLIENTS = ("py", "ts-v1", "ts-v2")
 """Every official client the matrix drives: the Python SDK's, TypeScript v1 and v2."""
 
 
+def progress_of(run: TsClient, op: int) -> list[int]:
+    """The progress values operation `op` of a TypeScript client's run saw, in order."""
+    return [int(line["progress"]) for line in run.of(op, "progress")]
+
+
 def mcp_client(
     kind: str, url: str, program: list[dict[str, Any]]
 ) -> AbstractAsyncContextManager[TsClient]:

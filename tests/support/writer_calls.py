@@ -39,6 +39,26 @@ async def append(
     return body
 
 
+async def open_token(client: httpx.AsyncClient, stream_id: str, **options: Any) -> str:
+    """Open a generation (201 expected) and return its token."""
+    token: str = (await open_generation(client, stream_id, **options))["generation"]
+    return token
+
+
+async def append_data(
+    client: httpx.AsyncClient, token: str, *data: str, event: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Append one event per `data` (201 expected), with `extra` as more fields of the body
+    (`first_seq`, `terminal`); the answer. An event carries `event` only when one is given."""
+    events = [{"data": d} if event is None else {"data": d, "event": event} for d in data]
+    response = await client.post(
+        f"/v1/generations/{token}/events", json={"events": events, **extra}
+    )
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
 async def resume(
     client: httpx.AsyncClient, last_event_id: str, stream_id: str | None = None, **extra: Any
 ) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+
 from tests.support.node import ensure_node_project
 from tests.support.processes import ServerProcess, free_port
 
@@ -68,3 +70,10 @@ def hostile_upstream_process(workdir: Path, port: int | None = None) -> ServerPr
     port = port or free_port()
     argv = ["-m", "tests.support.upstreams.hostile_upstream", "--port", str(port)]
     return ServerProcess.program(argv, port=port, log_path=workdir / f"hostile-{port}.log")
+
+
+async def open_gate(base_url: str, name: str) -> None:
+    """Let what waits on the gate `name` go on: a tool or a replay of the server at `base_url`
+    (the Python upstream and `tests.support.mcp_server` both serve `POST /test/gates/<name>`)."""
+    async with httpx.AsyncClient() as http:
+        (await http.post(f"{base_url}/test/gates/{name}")).raise_for_status()
