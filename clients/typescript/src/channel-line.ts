@@ -283,7 +283,8 @@ export class ChannelLine {
       DeadlineExceeded.code,
       `no answer on the channel within ${this.settings.timeoutMs} ms`,
     );
-    this.drop(socket, error, 4000, "no answer in time");
+    cut(socket.ws, 4000, "no answer in time");
+    this.dropped(socket, error);
   }
 
   /** The channel said something that is not an answer: its oldest frame fails, the rest are
@@ -295,16 +296,7 @@ export class ChannelLine {
       clearTimeout(frame.timer);
       this.settle(frame, error, false);
     }
-    this.drop(socket, error, 1002, "not an answer");
-  }
-
-  private drop(socket: Socket, error: Error, code: number, reason: string): void {
-    try {
-      socket.ws.close(code, reason);
-    } catch {
-      // already closing
-    }
-    socket.ws.terminate();
+    cut(socket.ws, 1002, "not an answer");
     this.dropped(socket, error);
   }
 
@@ -404,6 +396,16 @@ export class ChannelLine {
       if (at >= 0) this.queue.splice(at, 1);
     }
   }
+}
+
+/** End a socket that can no longer be trusted, without waiting for its closing handshake. */
+function cut(ws: WsSocket, code: number, reason: string): void {
+  try {
+    ws.close(code, reason);
+  } catch {
+    // already closing
+  }
+  ws.terminate();
 }
 
 /** Let the socket hold the process open (frames wait), or not (idle). `ws` keeps its
