@@ -110,7 +110,7 @@ export interface StreamView {
 }
 
 /** Reads the fields of one JSON object, failing with `MalformedResponse` on a wrong shape. */
-class Fields {
+export class Fields {
   private readonly body: Record<string, unknown>;
 
   constructor(
@@ -149,6 +149,13 @@ class Fields {
   optInt(name: string): number | null {
     const value = this.body[name];
     return value === undefined || value === null ? null : this.int(name);
+  }
+
+  optObject(name: string): Record<string, unknown> | null {
+    const value = this.body[name];
+    if (value === undefined || value === null) return null;
+    if (!isRecord(value)) throw this.invalid(`has a "${name}" that is not an object`);
+    return value;
   }
 
   list(name: string): readonly unknown[] {

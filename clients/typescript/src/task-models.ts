@@ -6,7 +6,7 @@
  */
 
 import { isRecord, MalformedResponse } from "./errors.js";
-import { parseStoredEvent, type StoredEvent } from "./models.js";
+import { Fields, parseStoredEvent, type StoredEvent } from "./models.js";
 
 export type TaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled";
 export const TERMINAL_STATUSES: ReadonlySet<TaskStatus> = new Set([
@@ -118,64 +118,9 @@ function invalid(what: string, why: string): MalformedResponse {
   return new MalformedResponse(200, MalformedResponse.code, `the ${what} ${why}`);
 }
 
-class Reader {
-  private readonly body: Record<string, unknown>;
-
-  constructor(
-    body: unknown,
-    private readonly what: string,
-  ) {
-    if (!isRecord(body)) throw invalid(what, "is not an object");
-    this.body = body;
-  }
-
-  str(name: string): string {
-    const value = this.body[name];
-    if (typeof value !== "string") throw invalid(this.what, `has no string "${name}"`);
-    return value;
-  }
-
-  int(name: string): number {
-    const value = this.body[name];
-    if (typeof value !== "number" || !Number.isInteger(value)) {
-      throw invalid(this.what, `has no integer "${name}"`);
-    }
-    return value;
-  }
-
-  bool(name: string, fallback?: boolean): boolean {
-    const value = this.body[name] ?? fallback;
-    if (typeof value !== "boolean") throw invalid(this.what, `has no boolean "${name}"`);
-    return value;
-  }
-
-  optStr(name: string): string | null {
-    const value = this.body[name];
-    return value === undefined || value === null ? null : this.str(name);
-  }
-
-  optInt(name: string): number | null {
-    const value = this.body[name];
-    return value === undefined || value === null ? null : this.int(name);
-  }
-
-  optObject(name: string): JsonObject | null {
-    const value = this.body[name];
-    if (value === undefined || value === null) return null;
-    if (!isRecord(value)) throw invalid(this.what, `has a "${name}" that is not an object`);
-    return value;
-  }
-
-  list(name: string): readonly unknown[] {
-    const value = this.body[name];
-    if (!Array.isArray(value)) throw invalid(this.what, `has no list "${name}"`);
-    return value;
-  }
-}
-
 /** Read a task object of the contract. */
 export function parseTask(body: unknown): Task {
-  const r = new Reader(body, "task");
+  const r = new Fields(body, "task");
   const status = r.str("status");
   if (!STATUSES.has(status)) throw invalid("task", `has an unknown status "${status}"`);
   return {
@@ -198,7 +143,7 @@ export function parseTask(body: unknown): Task {
 }
 
 export function parseInputAnswer(body: unknown): InputAnswer {
-  const r = new Reader(body, "input answer");
+  const r = new Fields(body, "input answer");
   const accepted = r.list("accepted").map((key) => {
     if (typeof key !== "string") throw invalid("input answer", "has a key that is not a string");
     return key;
@@ -207,7 +152,7 @@ export function parseInputAnswer(body: unknown): InputAnswer {
 }
 
 export function parseTaskAppend(body: unknown): TaskAppend {
-  const r = new Reader(body, "task append answer");
+  const r = new Fields(body, "task append answer");
   return {
     taskId: r.str("task_id"),
     attempt: r.int("attempt"),
@@ -223,7 +168,7 @@ export function parseTaskAppend(body: unknown): TaskAppend {
 }
 
 export function parseTaskEventsPage(body: unknown): TaskEventsPage {
-  const r = new Reader(body, "task events page");
+  const r = new Fields(body, "task events page");
   return {
     taskId: r.str("task_id"),
     attempt: r.int("attempt"),
