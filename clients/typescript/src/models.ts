@@ -164,6 +164,14 @@ export class Fields {
     return value;
   }
 
+  /** A list of event ids (strings). */
+  eventIds(name: string): readonly string[] {
+    return this.list(name).map((id) => {
+      if (typeof id !== "string") throw this.invalid("has a bad event id");
+      return id;
+    });
+  }
+
   raw(name: string): unknown {
     return this.body[name];
   }
@@ -211,16 +219,7 @@ export function parseLeaseRenewal(body: unknown): LeaseRenewal {
 /** Read an append response. */
 export function parseAppendResult(body: unknown): AppendResult {
   const f = new Fields(body, "append answer");
-  const eventIds = f.list("event_ids").map((id) => {
-    if (typeof id !== "string") {
-      throw new MalformedResponse(
-        200,
-        MalformedResponse.code,
-        "the append answer has a bad event id",
-      );
-    }
-    return id;
-  });
+  const eventIds = f.eventIds("event_ids");
   return {
     generation: f.str("generation"),
     eventIds,

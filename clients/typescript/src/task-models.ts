@@ -157,10 +157,7 @@ export function parseTaskAppend(body: unknown): TaskAppend {
     taskId: r.str("task_id"),
     attempt: r.int("attempt"),
     generation: r.str("generation"),
-    eventIds: r.list("event_ids").map((id) => {
-      if (typeof id !== "string") throw invalid("task append answer", "has a bad event id");
-      return id;
-    }),
+    eventIds: r.eventIds("event_ids"),
     tailSeq: r.int("tail_seq"),
     duplicate: r.bool("duplicate"),
     leaseExpiresAt: r.optStr("lease_expires_at"),
