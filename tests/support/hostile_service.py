@@ -8,15 +8,19 @@ a client picks the misbehaviour with `key=`):
 |---|---|
 | `html` | 200 `text/html`, a captive portal's page |
 | `not-json` | 200 `application/json` whose body is HTML |
+| `not-utf8` | 200 `application/json` whose bytes are not UTF-8 |
 | `missing-fields` | 200 `application/json`, `{"generation": "tok"}` for any route |
 | `wrong-types` | 200 `application/json`, every field of every answer of the wrong type |
 | `drip` | 200 `application/json`, `Content-Length: 4096`, one byte a second |
 | `huge` | 200 `application/json`, 1 GiB of a JSON array |
 | `gzip-bomb` | 200 `application/json`, `Content-Encoding: gzip`: 1 GiB of zeros inflated |
 | `redirect` | 307 to the same path on 127.0.0.2:Q, "another host", which counts what reaches it |
+| `redirect-302` | the same with 302 |
 | `sse-endless-line` | 200 `text/event-stream`, `data: ` and then 1 GiB without a line end |
 | `sse-malformed-id` | 200 `text/event-stream`, an event whose id is not `<token>:<seq>` |
 | `sse-malformed-control` | 200 `text/event-stream`, an `end` control event whose data is not JSON |
+| `sse-malformed-reset` | 200 `text/event-stream`, events of odd data, then a `reset` not JSON |
+| `sse-silent` | 200 `text/event-stream`, `retry: 1000` and then nothing |
 
 The append channel (`GET /v1/append`, a WebSocket) is misbehaved on by the keys `ws-…`:
 the upgrade is accepted, and every frame the client sends is answered with
@@ -34,10 +38,20 @@ the upgrade is accepted, and every frame the client sends is answered with
 With a `ws-…` key, `POST …/generations` answers a well-formed generation (so a store gets
 as far as appending) and any other REST request 503 `database_unavailable`; an upgrade
 with any other key gets that key's HTTP answer above (`html`, `redirect`, …), as a
-refused upgrade.
+refused upgrade. Two keys refuse the upgrade and answer REST as the service would (a
+generation, each append acknowledged, each lease renewed), so a store falls back to REST
+and stores there:
+
+| key | the answer to the upgrade |
+|---|---|
+| `ws-redirect` | 307 to the same path on "another host" |
+| `ws-refuse` | 404 `not_found`, as a service without the channel |
 
 Everything it sends is bounded (1 GiB, 120 s), and it stops sending when the client
-goes away. `GET /hostile/seen` (any key) answers how many requests reached "another host".
+goes away. `GET /hostile/seen` (any key) answers how many requests reached "another host";
+`GET /hostile/sent` the bytes of every endless body sent per key (`bytes`) and the frames
+received per `ws-…` key (`frames`), so a test sees that a client stopped reading, or sent
+a frame once.
 """
 
 from __future__ import annotations
@@ -51,6 +65,7 @@ import itertools
 import json
 import struct
 import zlib
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,10 +84,20 @@ class Hostile:
     def __init__(self, other_port: int) -> None:
         self.other_port = other_port
         self.seen_elsewhere = 0
+        self.sent_bytes: Counter[str] = Counter()
+        self.frames: Counter[str] = Counter()
 
 
 async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]]:
     """Method, path and headers of one request (its body is read and dropped)."""
+    method, path, headers, _ = await read_request_body(reader)
+    return method, path, headers
+
+
+async def read_request_body(
+    reader: asyncio.StreamReader,
+) -> tuple[str, str, dict[str, str], bytes]:
+    """Method, path, headers and body of one request."""
     head = await reader.readuntil(b"\r\n\r\n")
     line, *fields = head.decode("latin-1").split("\r\n")
     method, path, _ = line.split(" ", 2)
@@ -82,9 +107,8 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str
         if sep:
             headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length", "0") or 0)
-    if length:
-        await reader.readexactly(length)
-    return method, path, headers
+    body = await reader.readexactly(length) if length else b""
+    return method, path, headers, body
 
 
 def status_line(status: int, headers: dict[str, str]) -> bytes:
@@ -102,17 +126,22 @@ async def whole(writer: asyncio.StreamWriter, kind: str, body: bytes, status: in
 
 
 async def endless(
-    writer: asyncio.StreamWriter, head: dict[str, str], chunks: Callable[[int], bytes]
+    writer: asyncio.StreamWriter,
+    head: dict[str, str],
+    chunks: Callable[[int], bytes],
+    sent: Callable[[int], None],
 ) -> None:
-    """`chunks(i)` for i = 0, 1, … until 1 GiB was produced or the client left."""
+    """`chunks(i)` for i = 0, 1, … until 1 GiB was produced or the client left; `sent` is
+    told the bytes of each chunk written."""
     writer.write(status_line(200, head))
-    sent = 0
+    produced = 0
     index = 0
-    while sent < GiB:
+    while produced < GiB:
         chunk = chunks(index)
         writer.write(chunk)
         await writer.drain()
-        sent += len(chunk)
+        sent(len(chunk))
+        produced += len(chunk)
         index += 1
 
 
@@ -149,40 +178,62 @@ async def sse(writer: asyncio.StreamWriter, frames: bytes) -> None:
     await asyncio.sleep(DRIP_SECONDS)
 
 
+# Events whose data is no MCP message (a client passes them on as they are), then a `reset`
+# whose data is not JSON (a client stops there).
+MALFORMED_RESET = (
+    b"event: mcp-server-event\nid: t:1\ndata: {not json\n\n"
+    b'event: mcp-server-event\nid: t:2\ndata: {"method": 7}\n\n'
+    b'event: mcp-server-event\nid: t:3\ndata: {"method": "notifications/unknown"}\n\n'
+    b"event: reset\ndata: [1, 2\n\n"
+)
+
+
 def answers(
-    hostile: Hostile, path: str
+    hostile: Hostile, key: str, path: str
 ) -> dict[str, Callable[[asyncio.StreamWriter], Awaitable[None]]]:
     """What each key is answered with."""
     elsewhere = f"http://127.0.0.2:{hostile.other_port}{path}"
     line = b"x" * CHUNK
     array = b"0," * (CHUNK // 2)
+
+    def sent(size: int) -> None:
+        hostile.sent_bytes[key] += size
+
     return {
         "html": lambda w: whole(w, "text/html", b"<html><body>Sign in to the Wi-Fi</body></html>"),
         "not-json": lambda w: whole(w, "application/json", b"<html><body>oops</body></html>"),
+        "not-utf8": lambda w: whole(w, "application/json", b'{"\xe9"}'),
         "missing-fields": lambda w: whole(w, "application/json", b'{"generation": "tok"}'),
         "wrong-types": lambda w: whole(w, "application/json", json.dumps(WRONG_TYPES).encode()),
         "drip": drip,
         "huge": lambda w: endless(
-            w, {"Content-Type": "application/json"}, lambda i: (b"[" if i == 0 else b"") + array
+            w,
+            {"Content-Type": "application/json"},
+            lambda i: (b"[" if i == 0 else b"") + array,
+            sent,
         ),
         "gzip-bomb": lambda w: endless(
-            w, {"Content-Type": "application/json", "Content-Encoding": "gzip"}, gzip_bomb()
+            w, {"Content-Type": "application/json", "Content-Encoding": "gzip"}, gzip_bomb(), sent
         ),
         "redirect": lambda w: redirect(w, elsewhere),
+        "redirect-302": lambda w: redirect(w, elsewhere, 302),
         "sse-endless-line": lambda w: endless(
             w,
             {"Content-Type": "text/event-stream"},
             lambda i: (b"data: " if i == 0 else b"") + line,
+            sent,
         ),
         "sse-malformed-id": lambda w: sse(w, b"id: not-an-id\ndata: x\n\n"),
         "sse-malformed-control": lambda w: sse(w, b"event: end\ndata: {not json\n\n"),
+        "sse-malformed-reset": lambda w: sse(w, MALFORMED_RESET),
+        "sse-silent": lambda w: sse(w, b"retry: 1000\n"),
     }
 
 
-async def redirect(writer: asyncio.StreamWriter, location: str) -> None:
-    """307: the same method and body, somewhere else."""
+async def redirect(writer: asyncio.StreamWriter, location: str, status: int = 307) -> None:
+    """307 (the same method and body) or 302, somewhere else."""
     head = {"Location": location, "Content-Length": "0"}
-    writer.write(status_line(307, head))
+    writer.write(status_line(status, head))
     await writer.drain()
 
 
@@ -243,7 +294,11 @@ def ws_answer(key: str, payload: bytes) -> bytes | None:
 
 
 async def serve_channel(
-    key: str, headers: dict[str, str], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    hostile: Hostile,
+    key: str,
+    headers: dict[str, str],
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
 ) -> None:
     """Accept the upgrade, then misbehave on every frame as `key` says."""
     digest = hashlib.sha1((headers["sec-websocket-key"] + WS_GUID).encode()).digest()
@@ -260,6 +315,7 @@ async def serve_channel(
             opcode, payload = await ws_read(reader)
             if opcode == 0x8:
                 return
+            hostile.frames[key] += 1
             if key == "ws-close":
                 writer.write(ws_frame(0x8, struct.pack("!H", 1011) + b"hostile"))
                 await writer.drain()
@@ -299,6 +355,46 @@ async def ws_key_rest(writer: asyncio.StreamWriter, method: str, path: str) -> N
     await whole(writer, "application/problem+json", json.dumps(problem).encode(), 503)
 
 
+def acknowledgement(path: str, body: bytes) -> dict[str, object]:
+    """The service's answer to an append (`…/events`) or a lease renewal (`…/lease`)."""
+    generation = path.split("/")[3]
+    if path.endswith("/lease"):
+        return {"generation": generation, "lease_expires_at": "2026-01-01T00:00:30Z"}
+    batch = json.loads(body or b"{}")
+    first = batch.get("first_seq") or 1
+    count = len(batch.get("events", []))
+    return {
+        "generation": generation,
+        "event_ids": [f"{generation}:{seq}" for seq in range(first, first + count)],
+        "head_seq": 1,
+        "tail_seq": first + count - 1,
+        "terminal": False,
+        "duplicate": False,
+    }
+
+
+async def refused_channel(
+    hostile: Hostile,
+    key: str,
+    request: tuple[str, str, dict[str, str], bytes],
+    writer: asyncio.StreamWriter,
+) -> None:
+    """`ws-redirect`, `ws-refuse`: the upgrade refused, REST answered as the service would."""
+    method, path, headers, body = request
+    if headers.get("upgrade", "").lower() == "websocket":
+        if key == "ws-redirect":
+            await redirect(writer, f"http://127.0.0.2:{hostile.other_port}{path}")
+            return
+        problem = {"code": "not_found", "detail": "no such route", "status": 404}
+        await whole(writer, "application/problem+json", json.dumps(problem).encode(), 404)
+        return
+    if method == "POST" and path.startswith("/v1/generations/"):
+        answer = json.dumps(acknowledgement(path, body)).encode()
+        await whole(writer, "application/json", answer, 201 if path.endswith("/events") else 200)
+        return
+    await ws_key_rest(writer, method, path)
+
+
 async def serve_main(
     hostile: Hostile, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
@@ -307,11 +403,15 @@ async def serve_main(
         ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError
     ):
         try:
-            method, path, headers = await read_request(reader)
+            request = await read_request_body(reader)
+            method, path, headers, _ = request
             key = headers.get("authorization", "").removeprefix("Bearer ")
+            if key in ("ws-redirect", "ws-refuse"):
+                await refused_channel(hostile, key, request, writer)
+                return
             if key.startswith("ws-"):
                 if headers.get("upgrade", "").lower() == "websocket":
-                    await serve_channel(key, headers, reader, writer)
+                    await serve_channel(hostile, key, headers, reader, writer)
                 else:
                     await ws_key_rest(writer, method, path)
                 return
@@ -319,8 +419,11 @@ async def serve_main(
                 body = json.dumps({"elsewhere": hostile.seen_elsewhere}).encode()
                 await whole(writer, "application/json", body)
                 return
-            key = headers.get("authorization", "").removeprefix("Bearer ")
-            answer = answers(hostile, path).get(key)
+            if path == "/hostile/sent":
+                sent = {"bytes": hostile.sent_bytes, "frames": hostile.frames}
+                await whole(writer, "application/json", json.dumps(sent).encode())
+                return
+            answer = answers(hostile, key, path).get(key)
             if answer is None:
                 await whole(writer, "text/plain", f"no such misbehaviour {key!r}".encode(), 400)
                 return

@@ -9,7 +9,7 @@
  * replica), then publishes `notifications/resources/updated` at a steady rate on one bus and
  * measures, on a second bus of the same name (its own client, connections and live follower,
  * as another MCP server replica's; on PostgreSQL talking to the other service), the time
- * from `publish` to its listener. The goal of issue 20: p99 ≤ 50 ms at 200 events/s.
+ * from `publish` to its listener. The bus promises p99 ≤ 50 ms at 200 events/s.
  */
 
 import { loadavg } from "node:os";

@@ -59,6 +59,8 @@ export interface ResumeOptions extends CallOptions {
 export interface PageOptions extends CallOptions {
   readonly after?: number | undefined;
   readonly limit?: number | undefined;
+  /** Seconds to wait for an event when there is none yet (a long-poll). */
+  readonly wait?: number | undefined;
 }
 
 /** Options of `EventLogClient`: how to reach the service, or a shared connection. */
@@ -155,7 +157,11 @@ export class EventLogClient {
     return parseResumeAnswer(answer);
   }
 
-  /** The events of `generation` after seq `after` (default 0); `Evicted` rather than skip any. */
+  /**
+   * The events of `generation` after seq `after` (default 0); `Evicted` rather than skip any.
+   * With `wait` (a long-poll, in seconds), a page that would be empty is answered when an
+   * event is appended, the generation ends or is superseded, or `wait` runs out (then empty).
+   */
   async page(generation: string, options: PageOptions = {}): Promise<EventPage> {
     const params: Record<string, number> = { after: options.after ?? 0 };
     if (options.limit !== undefined) params["limit"] = options.limit;
@@ -165,6 +171,7 @@ export class EventLogClient {
       params,
       retry: true,
       signal: options.signal,
+      wait: options.wait,
     });
     return parseEventPage(answer);
   }
@@ -173,7 +180,7 @@ export class EventLogClient {
   async *eventsAfter(
     generation: string,
     after: number,
-    options: Omit<PageOptions, "after"> = {},
+    options: Omit<PageOptions, "after" | "wait"> = {},
   ): AsyncGenerator<StoredEvent, void, undefined> {
     let next: number | null = after;
     while (next !== null) {

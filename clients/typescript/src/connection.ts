@@ -83,8 +83,9 @@ export interface ServiceRequest {
   readonly retry: boolean;
   /** Aborts the request (and its retries) with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
-  /** This request's deadline per attempt, instead of the connection's (a long-poll). */
-  readonly timeoutMs?: number | undefined;
+  /** A long-poll: the service may hold its answer up to this many seconds (sent as the
+   *  `wait` parameter), so each attempt's deadline is the connection's plus the wait. */
+  readonly wait?: number | undefined;
 }
 
 function environment(name: string): string | undefined {
@@ -142,7 +143,8 @@ export class ServiceConnection {
   private async attempt(request: ServiceRequest): Promise<Outcome> {
     // One deadline for the whole attempt, answer body included: a service that drips its
     // answer a byte at a time is cut like one that never answers.
-    const timeout = AbortSignal.timeout(request.timeoutMs ?? this.timeoutMs);
+    const waitMs = request.wait === undefined ? 0 : request.wait * 1000;
+    const timeout = AbortSignal.timeout(this.timeoutMs + waitMs);
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout;
     const headers: Record<string, string> = { ...this.headers, accept: "application/json" };
     let body: string | undefined;
@@ -239,9 +241,11 @@ export class ServiceConnection {
 
   private url(request: ServiceRequest): string {
     const url = this.baseUrl + request.path;
-    if (!request.params) return url;
+    const params = { ...request.params };
+    if (request.wait !== undefined) params["wait"] = request.wait;
+    if (Object.keys(params).length === 0) return url;
     const query = new URLSearchParams();
-    for (const [name, value] of Object.entries(request.params)) query.set(name, String(value));
+    for (const [name, value] of Object.entries(params)) query.set(name, String(value));
     return `${url}?${query.toString()}`;
   }
 }

@@ -110,7 +110,7 @@ export interface StreamView {
 }
 
 /** Reads the fields of one JSON object, failing with `MalformedResponse` on a wrong shape. */
-class Fields {
+export class Fields {
   private readonly body: Record<string, unknown>;
 
   constructor(
@@ -151,10 +151,25 @@ class Fields {
     return value === undefined || value === null ? null : this.int(name);
   }
 
+  optObject(name: string): Record<string, unknown> | null {
+    const value = this.body[name];
+    if (value === undefined || value === null) return null;
+    if (!isRecord(value)) throw this.invalid(`has a "${name}" that is not an object`);
+    return value;
+  }
+
   list(name: string): readonly unknown[] {
     const value = this.body[name];
     if (!Array.isArray(value)) throw this.invalid(`has no list "${name}"`);
     return value;
+  }
+
+  /** A list of event ids (strings). */
+  eventIds(name: string): readonly string[] {
+    return this.list(name).map((id) => {
+      if (typeof id !== "string") throw this.invalid("has a bad event id");
+      return id;
+    });
   }
 
   raw(name: string): unknown {
@@ -204,16 +219,7 @@ export function parseLeaseRenewal(body: unknown): LeaseRenewal {
 /** Read an append response. */
 export function parseAppendResult(body: unknown): AppendResult {
   const f = new Fields(body, "append answer");
-  const eventIds = f.list("event_ids").map((id) => {
-    if (typeof id !== "string") {
-      throw new MalformedResponse(
-        200,
-        MalformedResponse.code,
-        "the append answer has a bad event id",
-      );
-    }
-    return id;
-  });
+  const eventIds = f.eventIds("event_ids");
   return {
     generation: f.str("generation"),
     eventIds,

@@ -25,238 +25,34 @@
 
 import type { CallOptions } from "./client.js";
 import { type ConnectionOptions, ServiceConnection } from "./connection.js";
-import { isRecord, MalformedResponse } from "./errors.js";
 import { followPath, type FollowOptions, type LiveEvent } from "./live.js";
-import { type NewEvent, parseStoredEvent, type StoredEvent } from "./models.js";
+import type { NewEvent } from "./models.js";
+import {
+  type JsonObject,
+  parseInputAnswer,
+  parseTask,
+  parseTaskAppend,
+  parseTaskEventsPage,
+  type InputAnswer,
+  type Task,
+  type TaskAppend,
+  type TaskEventsPage,
+  type TaskStatus,
+} from "./task-models.js";
 
-export type TaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled";
-export const TERMINAL_STATUSES: ReadonlySet<TaskStatus> = new Set([
-  "completed",
-  "failed",
-  "cancelled",
-]);
-const STATUSES: ReadonlySet<string> = new Set([...TERMINAL_STATUSES, "working", "input_required"]);
-
-/** A JSON object. */
-export type JsonObject = Record<string, unknown>;
-
-/**
- * A task as the service answers it. `result` is set when `completed` (the tool's
- * `CallToolResult`, a tool error included), `error` when `failed` (a JSON-RPC error object;
- * `error.data.reason === "worker_lost"` when its worker's lease ran out), `inputRequests`
- * and `inputResponses` (the answers so far in this round) when `input_required`.
- */
-export interface Task {
-  readonly taskId: string;
-  readonly status: TaskStatus;
-  readonly statusMessage: string | null;
-  readonly createdAt: string;
-  readonly lastUpdatedAt: string;
-  readonly ttlMs: number;
-  readonly pollIntervalMs: number;
-  /** The fencing token of the one worker allowed to write the task. */
-  readonly attempt: number;
-  readonly generation: string;
-  readonly leaseExpiresAt: string | null;
-  readonly cancelRequested: boolean;
-  readonly result: JsonObject | null;
-  readonly error: JsonObject | null;
-  readonly inputRequests: JsonObject | null;
-  readonly inputResponses: JsonObject | null;
-}
-
-/** The task after the requester's answers, and the keys it took. */
-export interface InputAnswer {
-  readonly task: Task;
-  readonly accepted: readonly string[];
-}
-
-/** The ids of a task's appended progress events, and the worker's lease after it. */
-export interface TaskAppend {
-  readonly taskId: string;
-  readonly attempt: number;
-  readonly generation: string;
-  readonly eventIds: readonly string[];
-  readonly tailSeq: number;
-  readonly duplicate: boolean;
-  readonly leaseExpiresAt: string | null;
-}
-
-/**
- * A page of the current attempt's events. A reader that sees `attempt` change (or
- * `superseded`) discards what it read and starts over at `after: 0`: never splice two runs.
- */
-export interface TaskEventsPage {
-  readonly taskId: string;
-  readonly attempt: number;
-  readonly generation: string;
-  readonly events: readonly StoredEvent[];
-  readonly nextAfter: number | null;
-  readonly headSeq: number;
-  readonly tailSeq: number;
-  readonly terminal: boolean;
-  readonly superseded: boolean;
-}
-
-/** Whether the task settled (`completed`, `failed`, `cancelled`): it never changes again. */
-export function isTerminal(task: Task): boolean {
-  return TERMINAL_STATUSES.has(task.status);
-}
-
-/** Whether the task failed because its worker stopped renewing its lease. */
-export function isWorkerLost(task: Task): boolean {
-  const data = task.error?.["data"];
-  return isRecord(data) && data["reason"] === "worker_lost";
-}
-
-/**
- * The task as MCP's tasks extension shows it (SEP-2663 `DetailedTask`): what `tasks/get`
- * answers and `CreateTaskResult` carries (add its `resultType`). An `input_required` task
- * shows only its outstanding requests (an answered key is not asked again).
- */
-export function toMcpTask(task: Task): JsonObject {
-  const shown: JsonObject = {
-    taskId: task.taskId,
-    status: task.status,
-    createdAt: task.createdAt,
-    lastUpdatedAt: task.lastUpdatedAt,
-    ttlMs: task.ttlMs,
-    pollIntervalMs: task.pollIntervalMs,
-  };
-  if (task.statusMessage !== null) shown["statusMessage"] = task.statusMessage;
-  if (task.status === "completed" && task.result !== null) shown["result"] = task.result;
-  if (task.status === "failed" && task.error !== null) shown["error"] = task.error;
-  if (task.status === "input_required") {
-    const answered = task.inputResponses ?? {};
-    shown["inputRequests"] = Object.fromEntries(
-      Object.entries(task.inputRequests ?? {}).filter(([key]) => !(key in answered)),
-    );
-  }
-  return shown;
-}
-
-function invalid(what: string, why: string): MalformedResponse {
-  return new MalformedResponse(200, MalformedResponse.code, `the ${what} ${why}`);
-}
-
-class Reader {
-  private readonly body: Record<string, unknown>;
-
-  constructor(
-    body: unknown,
-    private readonly what: string,
-  ) {
-    if (!isRecord(body)) throw invalid(what, "is not an object");
-    this.body = body;
-  }
-
-  str(name: string): string {
-    const value = this.body[name];
-    if (typeof value !== "string") throw invalid(this.what, `has no string "${name}"`);
-    return value;
-  }
-
-  int(name: string): number {
-    const value = this.body[name];
-    if (typeof value !== "number" || !Number.isInteger(value)) {
-      throw invalid(this.what, `has no integer "${name}"`);
-    }
-    return value;
-  }
-
-  bool(name: string, fallback?: boolean): boolean {
-    const value = this.body[name] ?? fallback;
-    if (typeof value !== "boolean") throw invalid(this.what, `has no boolean "${name}"`);
-    return value;
-  }
-
-  optStr(name: string): string | null {
-    const value = this.body[name];
-    return value === undefined || value === null ? null : this.str(name);
-  }
-
-  optInt(name: string): number | null {
-    const value = this.body[name];
-    return value === undefined || value === null ? null : this.int(name);
-  }
-
-  optObject(name: string): JsonObject | null {
-    const value = this.body[name];
-    if (value === undefined || value === null) return null;
-    if (!isRecord(value)) throw invalid(this.what, `has a "${name}" that is not an object`);
-    return value;
-  }
-
-  list(name: string): readonly unknown[] {
-    const value = this.body[name];
-    if (!Array.isArray(value)) throw invalid(this.what, `has no list "${name}"`);
-    return value;
-  }
-}
-
-/** Read a task object of the contract. */
-export function parseTask(body: unknown): Task {
-  const r = new Reader(body, "task");
-  const status = r.str("status");
-  if (!STATUSES.has(status)) throw invalid("task", `has an unknown status "${status}"`);
-  return {
-    taskId: r.str("task_id"),
-    status: status as TaskStatus,
-    statusMessage: r.optStr("status_message"),
-    createdAt: r.str("created_at"),
-    lastUpdatedAt: r.str("last_updated_at"),
-    ttlMs: r.int("ttl_ms"),
-    pollIntervalMs: r.int("poll_interval_ms"),
-    attempt: r.int("attempt"),
-    generation: r.str("generation"),
-    leaseExpiresAt: r.optStr("lease_expires_at"),
-    cancelRequested: r.bool("cancel_requested"),
-    result: r.optObject("result"),
-    error: r.optObject("error"),
-    inputRequests: r.optObject("input_requests"),
-    inputResponses: r.optObject("input_responses"),
-  };
-}
-
-function parseInputAnswer(body: unknown): InputAnswer {
-  const r = new Reader(body, "input answer");
-  const accepted = r.list("accepted").map((key) => {
-    if (typeof key !== "string") throw invalid("input answer", "has a key that is not a string");
-    return key;
-  });
-  return { task: parseTask(body), accepted };
-}
-
-function parseTaskAppend(body: unknown): TaskAppend {
-  const r = new Reader(body, "task append answer");
-  return {
-    taskId: r.str("task_id"),
-    attempt: r.int("attempt"),
-    generation: r.str("generation"),
-    eventIds: r.list("event_ids").map((id) => {
-      if (typeof id !== "string") throw invalid("task append answer", "has a bad event id");
-      return id;
-    }),
-    tailSeq: r.int("tail_seq"),
-    duplicate: r.bool("duplicate"),
-    leaseExpiresAt: r.optStr("lease_expires_at"),
-  };
-}
-
-function parseTaskEventsPage(body: unknown): TaskEventsPage {
-  const r = new Reader(body, "task events page");
-  return {
-    taskId: r.str("task_id"),
-    attempt: r.int("attempt"),
-    generation: r.str("generation"),
-    events: r.list("events").map(parseStoredEvent),
-    nextAfter: r.optInt("next_after"),
-    headSeq: r.int("head_seq"),
-    tailSeq: r.int("tail_seq"),
-    terminal: r.bool("terminal"),
-    superseded: r.bool("superseded", false),
-  };
-}
+export {
+  type InputAnswer,
+  isTerminal,
+  isWorkerLost,
+  type JsonObject,
+  parseTask,
+  type Task,
+  type TaskAppend,
+  type TaskEventsPage,
+  type TaskStatus,
+  TERMINAL_STATUSES,
+  toMcpTask,
+} from "./task-models.js";
 
 /** What a task is created with (all optional). */
 export interface CreateTaskOptions extends CallOptions {
@@ -318,7 +114,7 @@ export class TaskClient {
     options: CallOptions & {
       json?: unknown;
       params?: Record<string, string | number>;
-      timeoutMs?: number;
+      wait?: number | undefined;
     },
   ): Promise<unknown> {
     return this.connection.request({
@@ -326,7 +122,7 @@ export class TaskClient {
       path,
       retry,
       signal: options.signal,
-      timeoutMs: options.timeoutMs,
+      wait: options.wait,
       ...(options.json === undefined ? {} : { json: options.json }),
       ...(options.params === undefined ? {} : { params: options.params }),
     });
@@ -378,17 +174,9 @@ export class TaskClient {
       principal: options.principal,
       after: options.after ?? 0,
       limit: options.limit,
-      wait: options.wait,
     }) as Record<string, string | number>;
     const path = `/v1/tasks/${segment(taskId)}/events`;
-    const timeoutMs =
-      options.wait === undefined ? undefined : this.connection.timeoutMs + options.wait * 1000;
-    const answer = await this.call("GET", path, true, {
-      ...options,
-      params,
-      ...(timeoutMs === undefined ? {} : { timeoutMs }),
-    });
-    return parseTaskEventsPage(answer);
+    return parseTaskEventsPage(await this.call("GET", path, true, { ...options, params }));
   }
 
   /**

@@ -124,6 +124,20 @@ describe("the writer calls", () => {
     assert.equal(view.current?.tailSeq, 2);
   });
 
+  it("a page long-polls past the attempt's deadline: the next append answers it, or `wait` runs out", async () => {
+    const log = new EventLogClient({ baseUrl: service.url, retry: FAST_RETRY, timeoutMs: 1_000 });
+    const generation = await log.openGeneration(unique("long-poll"));
+    const waiting = log.page(generation.token, { wait: 5 });
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    await log.append(generation.token, [{ data: "a" }], { firstSeq: 1 });
+    assert.deepEqual(
+      (await waiting).events.map((e) => e.data),
+      ["a"],
+    );
+    const empty = await log.page(generation.token, { after: 1, wait: 1.5 });
+    assert.deepEqual(empty.events, []);
+  });
+
   it("a superseded generation resets, with the new one to start over from", async () => {
     const log = client();
     const streamId = unique("s");

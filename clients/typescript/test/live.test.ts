@@ -141,16 +141,16 @@ describe("follow against a hostile service", () => {
     await hostile.stop();
   });
 
-  const client = (mode: string): EventLogClient =>
-    new EventLogClient({ baseUrl: hostile.url(mode), timeoutMs: 2_000 });
+  const client = (key: string): EventLogClient =>
+    new EventLogClient({ ...hostile.as(key), timeoutMs: 2_000 });
 
   it("an endless line is cut at the limit", async () => {
     const error = await failure(
-      collect(client("sse-endless").follow("s", { maxFrameBytes: 1_048_576 })),
+      collect(client("sse-endless-line").follow("s", { maxFrameBytes: 1_048_576 })),
     );
     assert.ok(error instanceof ResponseTooLarge, error.message);
     assert.match(error.detail, /line is over 1048576 bytes/);
-    const sent = (await hostile.state()).sent["sse-endless"] ?? 0;
+    const sent = (await hostile.state()).bytes["sse-endless-line"] ?? 0;
     assert.ok(sent < 64 * 1_048_576, `the service sent ${sent} bytes before the client stopped`);
   });
 
@@ -158,7 +158,7 @@ describe("follow against a hostile service", () => {
     const events: LiveEvent[] = [];
     const error = await failure(
       (async () => {
-        for await (const event of client("sse-garbage").follow("s")) events.push(event);
+        for await (const event of client("sse-malformed-reset").follow("s")) events.push(event);
       })(),
     );
     assert.ok(error instanceof MalformedResponse, error.message);
@@ -173,12 +173,12 @@ describe("follow against a hostile service", () => {
     const silent = await failure(collect(client("sse-silent").follow("s", { idleTimeoutMs: 500 })));
     assert.ok(silent instanceof DeadlineExceeded, silent.message);
     assert.match(silent.detail, /silent for 500 ms/);
-    const html = await failure(collect(client("sse-html").follow("s")));
+    const html = await failure(collect(client("html").follow("s")));
     assert.ok(html instanceof UnexpectedContentType);
     assert.match(html.detail, /text\/html, not an event stream/);
-    const redirect = await failure(collect(client("redirect-307").follow("s")));
+    const redirect = await failure(collect(client("redirect").follow("s")));
     assert.ok(redirect instanceof Redirected);
     assert.equal(redirect.status, 307);
-    assert.deepEqual((await hostile.state()).received, []);
+    assert.equal((await hostile.state()).elsewhere, 0);
   });
 });

@@ -22,6 +22,7 @@ import {
   TaskRunner,
   TASKS_EXTENSION,
 } from "../src/index.js";
+import { rawMcpPost } from "./support/raw-mcp.js";
 import { freePort, type Service, startService } from "./support/service.js";
 
 const ASKS = { ok: { method: "elicitation/create", params: { message: "go on?" } } };
@@ -208,36 +209,12 @@ describe("the tasks extension on SDK 2.x servers", () => {
 
     // An Mcp-Name header naming another task than params.taskId: -32020 (SDK 2.4.0 checks it
     // before the handler; the handler's own check is for transports that do not).
-    const mismatched = await fetch(two, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": VERSION,
-        "mcp-method": "tasks/get",
-        "mcp-name": "B".repeat(22),
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 99,
-        method: "tasks/get",
-        params: {
-          taskId,
-          _meta: {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
-            "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS_EXTENSION]: {} } },
-          },
-        },
-      }),
+    const body = await rawMcpPost(two, {
+      id: 99,
+      method: "tasks/get",
+      mcpName: "B".repeat(22),
+      params: { taskId },
     });
-    const text = await mismatched.text();
-    const body = text.startsWith("{")
-      ? text
-      : (text
-          .split("\n")
-          .find((line) => line.startsWith("data:"))
-          ?.slice(5) ?? text);
     assert.equal((JSON.parse(body) as { error?: { code: number } }).error?.code, -32020, body);
   });
 

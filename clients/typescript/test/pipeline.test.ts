@@ -8,21 +8,14 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { after, afterEach, before, describe, it } from "node:test";
+import { afterEach, describe, it } from "node:test";
 
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 
-import {
-  AppendChannel,
-  EventLogClient,
-  EventLogEventStore,
-  type EventLogEventStoreOptions,
-  RESUME_REFUSED,
-  UNSTORED_PREFIX,
-} from "../src/index.js";
+import { AppendChannel, RESUME_REFUSED, UNSTORED_PREFIX } from "../src/index.js";
 import { Logbook } from "./support/mcp.js";
-import { FaultyProxy } from "./support/proxy.js";
-import { BACKENDS, postgresSkip, type Service, startService } from "./support/service.js";
+import { proxiedService } from "./support/proxied.js";
+import { BACKENDS, postgresSkip } from "./support/service.js";
 import { waitFor } from "./support/wait.js";
 
 function note(i: number): JSONRPCMessage {
@@ -63,40 +56,18 @@ for (const backend of BACKENDS) {
     `pipelined EventLogEventStore and writer leases on ${backend}`,
     { skip: backend === "postgresql" ? await postgresSkip() : false },
     () => {
-      let service: Service;
-      let proxy: FaultyProxy;
-      let log: EventLogClient;
-      const fast = { attempts: 2, baseDelayMs: 5, maxDelayMs: 20 };
-
-      before(async () => {
-        service = await startService(backend);
-        proxy = await FaultyProxy.start(service.url);
-        log = new EventLogClient({ baseUrl: service.url });
-      });
+      const on = proxiedService(backend);
+      const store = on.store;
 
       afterEach(() => {
-        proxy.releaseProducerFrames();
+        on.proxy.releaseProducerFrames();
         AppendChannel.closeShared();
       });
-
-      after(async () => {
-        await proxy?.down();
-        await service?.stop();
-      });
-
-      function store(options: EventLogEventStoreOptions = {}): EventLogEventStore {
-        return new EventLogEventStore({
-          baseUrl: proxy.url,
-          retry: fast,
-          logger: new Logbook(),
-          ...options,
-        });
-      }
 
       /** Every stored message of `token`'s generation, in seq order, from seq 1. */
       async function storedOf(token: string): Promise<string[]> {
         const data: string[] = [];
-        for await (const e of log.eventsAfter(token, 0)) data.push(e.data);
+        for await (const e of on.log.eventsAfter(token, 0)) data.push(e.data);
         return data;
       }
 
@@ -105,13 +76,13 @@ for (const backend of BACKENDS) {
         const first = await s.storeEvent("w", note(1));
         assert.equal(s.mode, "pipelined");
         assert.ok(await s.flush());
-        proxy.holdProducerFrames = true;
+        on.proxy.holdProducerFrames = true;
         const shown = [first];
         for (let i = 2; i <= 9; i += 1) shown.push(await s.storeEvent("w", note(i)));
         // Nothing of 2..9 reached the service: the window (8) is full, the next write waits.
         const tenth = s.storeEvent("w", note(10));
         assert.ok(await pendingAfter(tenth, 300), "the write past the window did not wait");
-        assert.equal((await log.page(tokenOf(first))).tailSeq, 1);
+        assert.equal((await on.log.page(tokenOf(first))).tailSeq, 1);
         const replayed: string[] = [];
         const replay = s.replayEventsAfter(shown[1] ?? "", {
           send: async (id) => void replayed.push(id),
@@ -120,7 +91,7 @@ for (const backend of BACKENDS) {
           await pendingAfter(replay, 200),
           "the replay did not wait for the acknowledgements",
         );
-        proxy.releaseProducerFrames();
+        on.proxy.releaseProducerFrames();
         shown.push(await tenth);
         assert.equal(await replay, "w");
         assert.deepEqual(
@@ -150,7 +121,7 @@ for (const backend of BACKENDS) {
           ids.push(await s.storeEvent("flaky", note(i)));
           const answered = s.channel?.counts.answered ?? 0;
           if (answered >= next) {
-            proxy.dropChannels();
+            on.proxy.dropChannels();
             drops += 1;
             next = answered + 5;
           }
@@ -176,7 +147,7 @@ for (const backend of BACKENDS) {
         const s = store({ pipeline: 4, storeTimeoutMs: 800, logger: logbook });
         const first = await s.storeEvent("silent", note(1));
         assert.ok(await s.flush());
-        proxy.holdProducerFrames = true;
+        on.proxy.holdProducerFrames = true;
         const shown: string[] = [];
         for (let i = 2; i <= 5; i += 1) shown.push(await s.storeEvent("silent", note(i)));
         const unstored = await s.storeEvent("silent", note(6));
@@ -185,7 +156,7 @@ for (const backend of BACKENDS) {
         assert.ok(
           logbook.has("warn", /4 message\(s\) of SDK stream silent went out and were not stored/),
         );
-        proxy.releaseProducerFrames();
+        on.proxy.releaseProducerFrames();
         const sent: JSONRPCMessage[] = [];
         await s.replayEventsAfter(first, {
           send: async (_id, m) => void sent.push(m as JSONRPCMessage),
@@ -203,7 +174,7 @@ for (const backend of BACKENDS) {
         assert.notEqual(tokenOf(later), tokenOf(first), "a new generation after the loss");
         assert.equal(seqOf(later), 1);
         for (const id of [first, ...shown]) {
-          const answer = await log.resume(id);
+          const answer = await on.log.resume(id);
           assert.notEqual(answer.verdict, "invalid", `${id}: ${answer.reason}`);
           assert.equal(answer.verdict, "reset", `${id}: ${answer.reason}`);
         }
@@ -213,7 +184,7 @@ for (const backend of BACKENDS) {
         const s = store();
         const first = await s.storeEvent("f", note(1));
         assert.ok(await s.flush());
-        await log.openGeneration(`mcp.${s.scope}.f`);
+        await on.log.openGeneration(`mcp.${s.scope}.f`);
         const shown = await s.storeEvent("f", note(2));
         assert.equal(tokenOf(shown), tokenOf(first), "shown before the service answered");
         assert.equal(await s.flush(), false, "the fenced generation refused it");
@@ -221,7 +192,7 @@ for (const backend of BACKENDS) {
         const next = await s.storeEvent("f", note(3));
         assert.notEqual(tokenOf(next), tokenOf(first));
         assert.equal(seqOf(next), 1);
-        const answer = await log.resume(shown);
+        const answer = await on.log.resume(shown);
         assert.deepEqual([answer.verdict, answer.reason], ["reset", "superseded"]);
       });
 
@@ -234,18 +205,18 @@ for (const backend of BACKENDS) {
           const id = await s.storeEvent("idle", note(1));
           assert.ok(await s.flush());
           await sleep(3_500);
-          const alive = await log.resume(id);
+          const alive = await on.log.resume(id);
           assert.deepEqual([alive.verdict, alive.reason], ["resume", "ok"]);
           const name = `mcp.${s.scope}.idle`;
-          assert.equal((await log.stream(name)).current?.abandonedAt, null);
+          assert.equal((await on.log.stream(name)).current?.abandonedAt, null);
 
           await s.close();
           await until(
-            async () => (await log.stream(name)).current?.abandonedAt != null,
+            async () => (await on.log.stream(name)).current?.abandonedAt != null,
             "the generation to be abandoned after the lease and the sweep",
             10_000,
           );
-          const gone = await log.resume(id);
+          const gone = await on.log.resume(id);
           assert.deepEqual([gone.verdict, gone.reason], ["reset", "abandoned"]);
           if (transport === "rest") assert.equal(s.channel, undefined);
         });
@@ -256,7 +227,7 @@ for (const backend of BACKENDS) {
         const program =
           `import { EventLogEventStore } from ${JSON.stringify(index)};\n` +
           `const quiet = { info() {}, warn() {}, error() {} };\n` +
-          `const s = new EventLogEventStore({ baseUrl: ${JSON.stringify(proxy.url)}, ` +
+          `const s = new EventLogEventStore({ baseUrl: ${JSON.stringify(on.proxy.url)}, ` +
           `pipeline: 16, leaseSeconds: 2, storeTimeoutMs: 600000, logger: quiet });\n` +
           `for (let i = 1; ; i += 1) {\n` +
           `  const id = await s.storeEvent("k", { jsonrpc: "2.0", method: "m", params: { i } });\n` +
@@ -276,7 +247,7 @@ for (const backend of BACKENDS) {
         const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
         try {
           await waitFor(() => shown.length >= 30, `the writer to show 30 ids (${stderr})`, 30_000);
-          proxy.holdProducerFrames = true;
+          on.proxy.holdProducerFrames = true;
           // The window fills with ids the service never gets; then the writer waits.
           let seen = -1;
           while (seen !== shown.length) {
@@ -288,29 +259,29 @@ for (const backend of BACKENDS) {
           await exited;
         }
         // What the dead writer had sent and the service never read dies with its connection.
-        proxy.dropChannels();
-        proxy.releaseProducerFrames();
+        on.proxy.dropChannels();
+        on.proxy.releaseProducerFrames();
         assert.ok(
           shown.every((id) => !id.startsWith(UNSTORED_PREFIX)),
           shown.join(" "),
         );
         const last = shown[shown.length - 1] ?? "";
         const token = tokenOf(last);
-        const tail = (await log.page(token)).tailSeq;
+        const tail = (await on.log.page(token)).tailSeq;
         assert.ok(seqOf(last) > tail, `the kill left nothing unstored (${last}, tail ${tail})`);
         assert.ok(seqOf(last) - tail <= 16, "shown past the window");
 
-        const right = await log.resume(last);
+        const right = await on.log.resume(last);
         assert.equal(right.verdict, "reset", `${last}: ${right.verdict}/${right.reason}`);
         assert.ok(["lost_tail", "abandoned"].includes(right.reason), right.reason);
         const name = right.streamId ?? "";
         await until(
-          async () => (await log.stream(name)).current?.abandonedAt != null,
+          async () => (await on.log.stream(name)).current?.abandonedAt != null,
           "the dead writer's generation to be abandoned",
           15_000,
         );
         for (const id of shown) {
-          const answer = await log.resume(id);
+          const answer = await on.log.resume(id);
           assert.deepEqual(
             [answer.verdict, answer.reason, answer.events.length],
             ["reset", "abandoned", 0],

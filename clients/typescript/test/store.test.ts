@@ -1,14 +1,11 @@
 /** `EventLogEventStore` called as the SDK calls it, against a real service (SQLite, PostgreSQL). */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 
 import {
-  EventLogClient,
-  EventLogEventStore,
-  type EventLogEventStoreOptions,
   GET_STREAM,
   newStoreStats,
   RESUME_REFUSED,
@@ -16,8 +13,8 @@ import {
   UNSTORED_PREFIX,
 } from "../src/index.js";
 import { Logbook } from "./support/mcp.js";
-import { FaultyProxy } from "./support/proxy.js";
-import { BACKENDS, postgresSkip, type Service, startService } from "./support/service.js";
+import { proxiedService } from "./support/proxied.js";
+import { BACKENDS, postgresSkip } from "./support/service.js";
 
 type Sent = [string, JSONRPCMessage];
 
@@ -63,30 +60,8 @@ for (const backend of BACKENDS) {
     `EventLogEventStore on ${backend}`,
     { skip: backend === "postgresql" ? await postgresSkip() : false },
     () => {
-      let service: Service;
-      let proxy: FaultyProxy;
-      let log: EventLogClient;
-      const fast = { attempts: 2, baseDelayMs: 5, maxDelayMs: 20 };
-
-      before(async () => {
-        service = await startService(backend);
-        proxy = await FaultyProxy.start(service.url);
-        log = new EventLogClient({ baseUrl: service.url });
-      });
-
-      after(async () => {
-        await proxy?.down();
-        await service?.stop();
-      });
-
-      function store(options: EventLogEventStoreOptions = {}): EventLogEventStore {
-        return new EventLogEventStore({
-          baseUrl: proxy.url,
-          retry: fast,
-          logger: new Logbook(),
-          ...options,
-        });
-      }
+      const on = proxiedService(backend);
+      const store = on.store;
 
       it("ids are the service's <token>:<seq>, streams are mcp.<scope>.<sdk stream>, and a replay sends exactly the missed messages across pages", async () => {
         const s = store({ pageLimit: 2 });
@@ -101,7 +76,7 @@ for (const backend of BACKENDS) {
         );
         assert.ok(await s.flush(), "every message acknowledged");
 
-        const view = await log.resume(`${token}:0`);
+        const view = await on.log.resume(`${token}:0`);
         assert.equal(view.streamId, `mcp.${s.scope}.${sdkStream}`);
         assert.deepEqual(
           view.events.map((e) => e.event),
@@ -133,16 +108,16 @@ for (const backend of BACKENDS) {
         // retry happens inside the storeEvent that is measured.
         const s = store({ appendTransport: "rest", durability: "per_event" });
         const first = await s.storeEvent("r", note(1));
-        proxy.inject(
+        on.proxy.inject(
           { kind: "lose-answer" },
           (method, path) => method === "POST" && path.endsWith("/events"),
         );
-        const answersLost = proxy.count();
+        const answersLost = on.proxy.count();
         const second = await s.storeEvent("r", note(2));
-        assert.ok(proxy.count() >= answersLost + 2, "the append was sent again");
+        assert.ok(on.proxy.count() >= answersLost + 2, "the append was sent again");
         const token = first.split(":")[0] ?? "";
         assert.equal(second, `${token}:2`);
-        const page = await log.page(token);
+        const page = await on.log.page(token);
         assert.equal(page.tailSeq, 2);
         assert.equal(s.stats.storeFailures, 0);
       });
@@ -154,7 +129,7 @@ for (const backend of BACKENDS) {
         const id = await s.storeEvent("big", big);
         assert.ok(await s.flush());
         const token = priming.split(":")[0] ?? "";
-        const page = await log.page(token);
+        const page = await on.log.page(token);
         const kinds = page.events.map((e) => e.event);
         const parts = kinds.filter((k) => k?.startsWith("message-part "));
         assert.ok(parts.length >= 6);
@@ -177,7 +152,7 @@ for (const backend of BACKENDS) {
         const first = await s.storeEvent("done", note(1));
         await s.storeEvent("done", answer(7));
         assert.ok(await s.flush());
-        await log.openGeneration(`mcp.${s.scope}.done`, { reason: "reset" });
+        await on.log.openGeneration(`mcp.${s.scope}.done`, { reason: "reset" });
 
         const { sent, send } = recorder();
         const stream = await s.replayEventsAfter(first, { send });
@@ -217,7 +192,7 @@ for (const backend of BACKENDS) {
         });
         const getId = await s.storeEvent(GET_STREAM, note(1));
         assert.ok(await s.flush());
-        await log.openGeneration(`mcp.${s.scope}.${GET_STREAM}`);
+        await on.log.openGeneration(`mcp.${s.scope}.${GET_STREAM}`);
         const refusals = [await anonymousRefusal((send) => s.replayEventsAfter(getId, { send }))];
 
         const foreign = await other.storeEvent("x", note(1));
@@ -255,14 +230,14 @@ for (const backend of BACKENDS) {
         const s = store({ logger: logbook, pauseAfterFailureMs: 60_000, durability: "per_event" });
         const before = await s.storeEvent("u", note(1));
         await s.storeEvent("u", answer(4));
-        await proxy.down();
+        await on.proxy.down();
         try {
           const unstored = await s.storeEvent("u", note(2));
           assert.ok(unstored.startsWith(UNSTORED_PREFIX));
-          const requests = proxy.requests.length;
+          const requests = on.proxy.requests.length;
           const paused = await s.storeEvent("other", note(1));
           assert.ok(paused.startsWith(UNSTORED_PREFIX));
-          assert.equal(proxy.requests.length, requests, "while paused the service is not asked");
+          assert.equal(on.proxy.requests.length, requests, "while paused the service is not asked");
           assert.equal(s.stats.storeFailures, 2);
           assert.ok(logbook.has("warn", /went out unstored/));
 
@@ -279,7 +254,7 @@ for (const backend of BACKENDS) {
             });
           }
         } finally {
-          await proxy.up();
+          await on.proxy.up();
         }
       });
 
@@ -297,11 +272,11 @@ for (const backend of BACKENDS) {
           first = await s.storeEvent("n", note(1));
         }
         assert.ok(!first.startsWith(UNSTORED_PREFIX), "the setup's message was never stored");
-        proxy.inject(
+        on.proxy.inject(
           { kind: "drop" },
           (method, path) => method === "POST" && path.endsWith("/events"),
         );
-        proxy.inject(
+        on.proxy.inject(
           { kind: "drop" },
           (method, path) => method === "POST" && path.endsWith("/events"),
         );
@@ -310,7 +285,7 @@ for (const backend of BACKENDS) {
         const fourth = await s.storeEvent("n", note(4));
         assert.notEqual(third.split(":")[0], first.split(":")[0]);
         assert.equal(third.split(":")[1], "1");
-        const superseded = await log.resume(first);
+        const superseded = await on.log.resume(first);
         assert.deepEqual([superseded.verdict, superseded.reason], ["reset", "superseded"]);
         const { sent, send } = recorder();
         assert.equal(await s.replayEventsAfter(third, { send }), "n");
@@ -321,7 +296,7 @@ for (const backend of BACKENDS) {
         // Per event: the next write hears the refusal (pipelined: test/pipeline.test.ts).
         const s = store({ durability: "per_event" });
         const first = await s.storeEvent("f", note(1));
-        await log.openGeneration(`mcp.${s.scope}.f`);
+        await on.log.openGeneration(`mcp.${s.scope}.f`);
         const second = await s.storeEvent("f", note(2));
         assert.notEqual(second.split(":")[0], first.split(":")[0]);
         assert.equal(second.split(":")[1], "1");
@@ -332,7 +307,7 @@ for (const backend of BACKENDS) {
         const s = store({ replayTimeoutMs: 2_000 });
         const id = await s.storeEvent("v", note(1));
         await s.storeEvent("v", answer(11));
-        proxy.inject(
+        on.proxy.inject(
           { kind: "stall" },
           (method, path) => method === "POST" && path.endsWith("/resume"),
         );
@@ -349,7 +324,7 @@ for (const backend of BACKENDS) {
         await s.storeEvent("w", note(2));
         await s.storeEvent("w", note(3));
         // The replay's second page is slow: a store that did not wait would finish first.
-        proxy.inject({ kind: "delay", ms: 300 }, (method) => method === "GET");
+        on.proxy.inject({ kind: "delay", ms: 300 }, (method) => method === "GET");
         const order: string[] = [];
         let live: Promise<string> | undefined;
         const replay = s

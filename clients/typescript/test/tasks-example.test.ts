@@ -14,6 +14,7 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import * as z from "zod";
 
 import { TASKS_EXTENSION } from "../src/index.js";
+import { rawMcpPost } from "./support/raw-mcp.js";
 import { freePort, packageRoot, REPO, type Service, startService } from "./support/service.js";
 
 const FILE = join(packageRoot(), "examples", "tasks-server-v2.mjs");
@@ -61,37 +62,12 @@ describe("the documented tasks example (SDK 2.x)", () => {
 
   it("serves a task made by one process from another", async () => {
     const [one, two] = [await start(), await start()];
-    const response = await fetch(one, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": VERSION,
-        "mcp-method": "tools/call",
-        "mcp-name": "slow_compute",
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "tools/call",
-        params: {
-          name: "slow_compute",
-          arguments: { n: 21 },
-          _meta: {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
-            "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS_EXTENSION]: {} } },
-          },
-        },
-      }),
+    const body = await rawMcpPost(one, {
+      id: 1,
+      method: "tools/call",
+      mcpName: "slow_compute",
+      params: { name: "slow_compute", arguments: { n: 21 } },
     });
-    const text = await response.text();
-    const body = text.startsWith("{")
-      ? text
-      : (text
-          .split("\n")
-          .find((line) => line.startsWith("data:"))
-          ?.slice(5) ?? text);
     const created = (JSON.parse(body) as { result: { resultType: string; taskId: string } }).result;
     assert.equal(created.resultType, "task");
 

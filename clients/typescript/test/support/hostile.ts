@@ -1,49 +1,66 @@
-/** The hostile fake service (`hostile-server.ts`) as a process a test starts and stops. */
+/**
+ * The repository's hostile fake service (`tests/support/hostile_service.py`, the one the
+ * Python client's tests drive) as a process a test starts and stops. It picks its
+ * misbehaviour by the bearer key (`html`, `gzip-bomb`, `redirect`, `ws-garbage`, …: its
+ * module comment has the table), so a client meets one with `{ ...hostile.as(key) }`.
+ */
 
-import { type ChildProcess, spawn } from "node:child_process";
-import { dirname, join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import {
+  freePort,
+  type Launched,
+  launchPython,
+  serviceEnv,
+  terminate,
+  waitHealthy,
+} from "./service.js";
 
-/** What the recorder behind the redirects received, and the bytes sent per misbehaviour. */
+/** What the fake sent and received: bytes of each endless body and frames of each `ws-…`
+ *  key, and how many requests reached the "other host" its redirects point at. */
 export interface HostileState {
-  readonly received: readonly { method: string; path: string; body: string }[];
-  readonly sent: Readonly<Record<string, number>>;
+  readonly bytes: Readonly<Record<string, number>>;
+  readonly frames: Readonly<Record<string, number>>;
+  readonly elsewhere: number;
 }
 
 export class HostileService {
   private constructor(
-    private readonly child: ChildProcess,
-    readonly port: number,
+    private readonly process_: Launched,
+    readonly url: string,
   ) {}
 
   static async start(): Promise<HostileService> {
-    const program = join(dirname(fileURLToPath(import.meta.url)), "hostile-server.js");
-    const child = spawn(process.execPath, [program], { stdio: ["ignore", "pipe", "inherit"] });
-    const lines = createInterface({ input: child.stdout! });
-    const first = await new Promise<string>((resolve, reject) => {
-      lines.once("line", resolve);
-      child.once("exit", (code) => reject(new Error(`the hostile service exited (${code})`)));
-    });
-    lines.close();
-    const { port } = JSON.parse(first) as { port: number };
-    return new HostileService(child, port);
+    const [port, other] = await Promise.all([freePort(), freePort()]);
+    const args = ["-m", "tests.support.hostile_service", "--port", String(port)];
+    const launched = launchPython([...args, "--other-port", String(other)], serviceEnv({}));
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitHealthy(url, launched, 60_000, "/hostile/seen");
+    } catch (error) {
+      await terminate(launched.child);
+      throw error;
+    }
+    return new HostileService(launched, url);
   }
 
-  /** The base URL of one misbehaviour. */
-  url(mode: string): string {
-    return `http://127.0.0.1:${this.port}/${mode}`;
+  /** The connection options of a client that meets the misbehaviour `key`. */
+  as(key: string): { readonly baseUrl: string; readonly key: string } {
+    return { baseUrl: this.url, key };
   }
 
   async state(): Promise<HostileState> {
-    const response = await fetch(`http://127.0.0.1:${this.port}/_state`);
-    return (await response.json()) as HostileState;
+    const [seen, sent] = await Promise.all(
+      ["/hostile/seen", "/hostile/sent"].map(async (path) => {
+        const response = await fetch(this.url + path);
+        return (await response.json()) as Record<string, unknown>;
+      }),
+    );
+    return {
+      ...(sent as Omit<HostileState, "elsewhere">),
+      elsewhere: seen?.["elsewhere"] as number,
+    };
   }
 
   async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const exited = new Promise<void>((resolve) => this.child.once("exit", () => resolve()));
-    this.child.kill("SIGTERM");
-    await exited;
+    await terminate(this.process_.child);
   }
 }

@@ -399,28 +399,16 @@ async function connectV1(url: string, sessionId: string | undefined): Promise<Te
   });
   client.onerror = (error) => errors.push(error);
   await client.connect(transport);
-  return {
+  return testClient({
     sdk: "v1",
     cutter,
     notes,
     errors,
-    get sessionId() {
-      return transport.sessionId;
-    },
-    call: (name, args, options = {}) =>
-      outcomeOf(
-        client.request(
-          { method: "tools/call", params: { name, arguments: args } },
-          CallToolResultSchema,
-          {
-            ...options,
-            timeout: options.timeout ?? 60_000,
-          },
-        ),
-      ),
-    closeTransport: () => transport.close(),
+    transport,
+    callTool: (params, options) =>
+      client.request({ method: "tools/call", params }, CallToolResultSchema, options),
     close: () => client.close(),
-  };
+  });
 }
 
 async function connectV2(url: string, sessionId: string | undefined): Promise<TestClient> {
@@ -438,8 +426,35 @@ async function connectV2(url: string, sessionId: string | undefined): Promise<Te
   });
   client.onerror = (error) => errors.push(error);
   await client.connect(transport);
-  return {
+  return testClient({
     sdk: "v2",
+    cutter,
+    notes,
+    errors,
+    transport,
+    callTool: (params, options) => client.request({ method: "tools/call", params }, options),
+    close: () => client.close(),
+  });
+}
+
+/** What a `TestClient` is made of, whichever generation's client it wraps. */
+interface Connected {
+  readonly sdk: Sdk;
+  readonly cutter: Cutter;
+  readonly notes: string[];
+  readonly errors: Error[];
+  readonly transport: { readonly sessionId?: string | undefined; close(): Promise<void> };
+  readonly callTool: (
+    params: { name: string; arguments: Record<string, unknown> },
+    options: CallOptions & { readonly timeout: number },
+  ) => Promise<unknown>;
+  readonly close: () => Promise<void>;
+}
+
+function testClient(connected: Connected): TestClient {
+  const { sdk, cutter, notes, errors, transport, callTool, close } = connected;
+  return {
+    sdk,
     cutter,
     notes,
     errors,
@@ -448,16 +463,10 @@ async function connectV2(url: string, sessionId: string | undefined): Promise<Te
     },
     call: (name, args, options = {}) =>
       outcomeOf(
-        client.request(
-          { method: "tools/call", params: { name, arguments: args } },
-          {
-            ...options,
-            timeout: options.timeout ?? 60_000,
-          },
-        ),
+        callTool({ name, arguments: args }, { ...options, timeout: options.timeout ?? 60_000 }),
       ),
     closeTransport: () => transport.close(),
-    close: () => client.close(),
+    close,
   };
 }
 

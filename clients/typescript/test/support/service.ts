@@ -126,7 +126,9 @@ export interface ServiceOptions {
   readonly replicaOf?: Service;
 }
 
-function serviceEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
+/** The environment of a Python process of the repository: this one's, without its `EVENTLOG_*`
+ *  settings, plus `extra`. */
+export function serviceEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) {
     if (!name.startsWith("EVENTLOG_")) env[name] = value;
@@ -195,16 +197,23 @@ export async function startService(
   return service;
 }
 
-interface Launched {
+/** A Python program of the repository, started by `launchPython`. */
+export interface Launched {
   readonly child: ChildProcess;
   output: string;
   exited: boolean;
 }
 
 function launch(env: NodeJS.ProcessEnv, port: number): Launched {
+  return launchPython(["-m", "app", "serve", "--port", String(port)], env);
+}
+
+/** `python <args>` in the repository (the service, or the hostile fake of
+ *  `tests/support/hostile_service.py`), its output kept. */
+export function launchPython(args: readonly string[], env: NodeJS.ProcessEnv): Launched {
   const [command, ...prefix] = pythonCommand();
   if (command === undefined) throw new Error("EVENTLOG_PYTHON is empty");
-  const child = spawn(command, [...prefix, "-m", "app", "serve", "--port", String(port)], {
+  const child = spawn(command, [...prefix, ...args], {
     cwd: REPO,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -221,12 +230,18 @@ function launch(env: NodeJS.ProcessEnv, port: number): Launched {
   return launched;
 }
 
-async function waitHealthy(url: string, launched: Launched, timeoutMs = 60_000): Promise<void> {
+/** Wait until `url` answers 2xx (`/healthz` of the service by default). */
+export async function waitHealthy(
+  url: string,
+  launched: Launched,
+  timeoutMs = 60_000,
+  path = "/healthz",
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (launched.exited) throw new Error(`the service exited:\n${launched.output}`);
+    if (launched.exited) throw new Error(`the process exited:\n${launched.output}`);
     try {
-      const response = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2_000) });
+      const response = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(2_000) });
       if (response.ok) return;
     } catch {
       // not listening yet
@@ -237,7 +252,11 @@ async function waitHealthy(url: string, launched: Launched, timeoutMs = 60_000):
   throw new Error(`${url} did not become healthy in ${timeoutMs} ms:\n${launched.output}`);
 }
 
-async function terminate(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+/** Stop a launched process (SIGKILL after 10 s). */
+export async function terminate(
+  child: ChildProcess,
+  signal: NodeJS.Signals = "SIGTERM",
+): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   child.kill(signal);
