@@ -1,6 +1,6 @@
 """`python -m bench.heads`: what the connection guard costs per request (issue 21, item 2).
 
-uvicorn's httptools protocol and the service's guarded one (`app/api/connections.py`)
+uvicorn's httptools protocol and the service's guarded one (`app/api/frontdoor/connections.py`)
 side by side, in one process, on the same event loop and a transport that discards what
 it is given: each request is a typical head (13 headers, ~600 bytes) answered by an ASGI
 app that sends a 2-byte body, and the time measured is `data_received` alone (parse,
@@ -22,7 +22,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.api.connections import GuardedHttpToolsProtocol
+from app.api.frontdoor.connections import GuardedHttpToolsProtocol
 
 REQUEST = (
     b"POST /v1/generations/Qm9vx2Qm9vx2Qm9vx2Qm9v/events HTTP/1.1\r\n"

@@ -12,8 +12,7 @@ import httpx
 import pytest
 from starlette.exceptions import HTTPException
 
-from app.api.connections import CONNECTION_CODES
-from app.api.health import _CODES as READINESS_CODES
+from app.api.frontdoor.connections import CONNECTION_CODES
 from app.api.problems import (
     HTTP_ERROR_CODES,
     PROBLEM_CODES,
@@ -21,6 +20,7 @@ from app.api.problems import (
     problem_code,
     problem_codes,
 )
+from app.api.routes.health import _CODES as READINESS_CODES
 from app.domain.append import AppendConflict
 from app.domain.decision import DECISION_TABLE, Reason, Verdict
 from app.domain.paging import PageRefusal

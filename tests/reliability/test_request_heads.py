@@ -4,7 +4,7 @@ Before any key is checked, a caller could send an endless header (10 connections
 took the process 299 → 810 MiB), half a head or nothing at all (the connection stayed
 open past 40 s: slowloris, descriptor exhaustion), and open connections without limit.
 Now a head is bounded in bytes, header lines and time, and connections are capped
-(`app/api/connections.py`). The database does not matter here: these requests never reach
+(`app/api/frontdoor/connections.py`). The database does not matter here: these requests never reach
 the app, so the server runs on SQLite alone.
 """
 

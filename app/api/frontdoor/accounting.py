@@ -43,7 +43,7 @@ class RequestAccounting:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        scope[RAW_SEND] = send  # a live body is written with it, below the stack (app/api/live.py)
+        scope[RAW_SEND] = send  # a live body is written with it, below the stack (routes/live.py)
         exchange = Exchange(receive, send, incoming_request_id(scope) or uuid.uuid4().hex)
         with request_id_set(exchange.request_id):
             try:

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.keys import RouteKeys
-from app.api.limits import BodyBudget, BodyReader, HeldBody, has_body
-from app.api.media import check_declared, check_strict_json
+from app.api.frontdoor.keys import RouteKeys
+from app.api.frontdoor.limits import BodyBudget, BodyReader, HeldBody, has_body
+from app.api.frontdoor.media import check_declared, check_strict_json
 from app.api.problems import ErrorCarrier, send_problem
 from app.errors import EventLogError, NotAdmitted
 

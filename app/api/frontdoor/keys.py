@@ -4,7 +4,7 @@ A route says which key it needs through its dependencies (`AdminDep`, `Principal
 `app/api/deps.py`); FastAPI checks it when the handler runs, which for a route with a
 body is after the body was read. `RouteKeys` answers the same question earlier, from the
 matched route and the headers: the front door asks it before a byte of a body is read
-(`app/api/bodies.py`), and a WebSocket route can ask it once, at the upgrade.
+(`app/api/frontdoor/bodies.py`), and a WebSocket route can ask it once, at the upgrade.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Request bodies are bounded before any parsing: in size, in time, and all together.
 
-The front door (`app/api/bodies.py`) reads a body only once the caller is known and the
+The front door (`app/api/frontdoor/bodies.py`) reads a body only once the caller is known and the
 route exists; then it reads it whole, so a slow or oversized body never reaches a handler
 (or a transaction). Buffering costs one copy of a body bounded by `max_body_bytes`; what
 bounds the sum over concurrent requests is a `BodyBudget`: the bytes of bodies held at
@@ -124,29 +124,3 @@ def has_body(headers: Headers) -> bool:
     if b"transfer-encoding" in headers:
         return True
     return (declared_length(headers) or 0) > 0
-
-
-class ChannelSlots:
-    """The append channels open at once in this process, per key, against a limit.
-
-    One event loop serves a process, so a plain dict is enough (no lock); a key's entry
-    goes when its last channel closes, so the dict holds only keys with a channel open.
-    """
-
-    def __init__(self, per_key: int) -> None:
-        self.per_key = per_key
-        self._open: dict[bytes, int] = {}
-
-    def take(self, key: bytes) -> bool:
-        """Hold one more channel for `key`; False (nothing held) when it has its limit."""
-        held = self._open.get(key, 0)
-        if held >= self.per_key:
-            return False
-        self._open[key] = held + 1
-        return True
-
-    def give(self, key: bytes) -> None:
-        """Return a channel taken with `take`."""
-        held = self._open.pop(key) - 1
-        if held:
-            self._open[key] = held

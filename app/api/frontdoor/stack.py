@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app.api.accounting import RequestAccounting
 from app.api.auth import Keyring
-from app.api.bodies import BodyAdmission
-from app.api.hosts import HostAndOrigin
-from app.api.keys import RouteKeys
-from app.api.limits import BodyBudget, BodyReader
+from app.api.frontdoor.accounting import RequestAccounting
+from app.api.frontdoor.bodies import BodyAdmission
+from app.api.frontdoor.hosts import HostAndOrigin
+from app.api.frontdoor.keys import RouteKeys
+from app.api.frontdoor.limits import BodyBudget, BodyReader
 from app.api.metrics import Metrics
 from app.settings import Settings
 

@@ -9,7 +9,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
-from app.api.admin_schemas import (
+from app.api.deps import AdminServiceDep, SettingsDep, get_admin, page_limit
+from app.api.problems import problem_responses
+from app.api.routes.admin_schemas import (
     AdminGeneration,
     AdminStream,
     CheckOut,
@@ -26,9 +28,7 @@ from app.api.admin_schemas import (
     StreamList,
     VerdictCount,
 )
-from app.api.deps import AdminServiceDep, SettingsDep, get_admin, page_limit
-from app.api.params import After, PageSize, QueryInt, StreamId, Token
-from app.api.problems import problem_responses
+from app.api.routes.params import After, PageSize, QueryInt, StreamId, Token
 from app.api.schemas import PageResponse
 from app.domain.decision import Reason, ScopeReason, Verdict
 from app.domain.ids import STREAM_ID_MAX_LENGTH, STREAM_ID_PATTERN, StreamKey

@@ -11,13 +11,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
-from app.api.admin import ListLimit, Tenant
-from app.api.admin_schemas import AdminGeneration
 from app.api.deps import api_state, get_admin
 from app.api.problems import problem_responses
+from app.api.routes.admin import ListLimit, Tenant
+from app.api.routes.admin_schemas import AdminGeneration
+from app.api.routes.task_schemas import AdminTask, TaskList
+from app.api.routes.tasks import TaskId
 from app.api.schemas import EventOut
-from app.api.task_schemas import AdminTask, TaskList
-from app.api.tasks import TaskId
 from app.domain.tasks import TaskStatus
 from app.errors import InvalidRequest
 from app.service.task_admin import TaskAdmin

@@ -40,7 +40,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from app.api.auth import Keyring, Principal, Scope
 from app.api.deps import ApiState
-from app.api.media import strict_json
+from app.api.frontdoor.media import strict_json
 from app.api.problems import problem_code, send_problem
 from app.api.schemas import AppendFrame, AppendResponse, LeaseFrame, LeaseResponse
 from app.domain.append import EventBody

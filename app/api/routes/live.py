@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import LiveDep, PrincipalDep, SettingsDep
-from app.api.params import StreamId
 from app.api.problems import problem_responses
+from app.api.routes.params import StreamId
 from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
 from app.errors import DuplicateClaim, NotAcceptable
 from app.service.frames import Closing, EndFrame, EventFrame, Frame, Heartbeat, ResetFrame

@@ -1,4 +1,4 @@
-"""Request and response bodies of the task API (`app/api/tasks.py`, docs/tasks.md)."""
+"""Request and response bodies of the task API (`app/api/routes/tasks.py`, docs/tasks.md)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ from app.api.deps import (
     api_state,
     page_limit,
 )
-from app.api.live import (
+from app.api.problems import problem_responses
+from app.api.routes.live import (
     Claim,
     EventStreamResponse,
     accepts_event_stream,
@@ -27,9 +28,8 @@ from app.api.live import (
     rendered,
     waited_page,
 )
-from app.api.params import After, PageSize, Wait
-from app.api.problems import problem_responses
-from app.api.task_schemas import (
+from app.api.routes.params import After, PageSize, Wait
+from app.api.routes.task_schemas import (
     AttemptRequest,
     CancelRequest,
     CreateTaskRequest,

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Request, Response, status
 
 from app.api.auth import Principal
 from app.api.deps import LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
-from app.api.live import paged_answer, waited_page
-from app.api.params import After, PageSize, StreamId, Token, Wait
 from app.api.problems import problem_responses
+from app.api.routes.live import paged_answer, waited_page
+from app.api.routes.params import After, PageSize, StreamId, Token, Wait
 from app.api.schemas import (
     AppendRequest,
     AppendResponse,

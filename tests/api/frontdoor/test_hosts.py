@@ -1,4 +1,4 @@
-"""The front door (`app/api/frontdoor.py` and its pieces), on both databases: who may knock
+"""The front door (`app/api/frontdoor/stack.py` and its pieces), on both databases: who may knock
 (Host, Origin; at a WebSocket upgrade too), what a request must declare, that a body is read
 only after the key is checked and within the process's budget, and how each request is
 logged and counted (499, one traceback)."""
@@ -22,7 +22,7 @@ from starlette.types import Message
 from app.api.auth import Keyring
 from app.api.auth import Scope as KeyScope
 from app.api.deps import get_admin
-from app.api.keys import RouteKeys
+from app.api.frontdoor.keys import RouteKeys
 from app.errors import Forbidden, Unauthenticated
 from app.logs import TEXT_FORMAT, TextFormatter
 from app.settings import Settings

@@ -21,8 +21,8 @@ from fastapi import APIRouter
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from app.api import channel as app_channel
 from app.api.app import create_app
+from app.api.routes import channel as app_channel
 from tests.support.app import make_settings
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.process_memory import MIB

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api.live import EventStreamResponse
+from app.api.routes.live import EventStreamResponse
 from tests.support.processes import running_server
 from tests.support.sse import WAIT, Reader, control, reading
 
