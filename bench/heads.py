@@ -22,7 +22,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.api.frontdoor.connections import GuardedHttpToolsProtocol
+from app.api.frontdoor.connections import LIMITS_KEY, ConnectionLimits, GuardedHttpToolsProtocol
+from app.settings import Settings
 
 REQUEST = (
     b"POST /v1/generations/Qm9vx2Qm9vx2Qm9vx2Qm9v/events HTTP/1.1\r\n"
@@ -74,7 +75,8 @@ async def _round(kind: type[HttpToolsProtocol], requests: int) -> float:
     config = Config(app=_app, access_log=False, log_level="warning", lifespan="off")
     config.load()
     state = ServerState()
-    protocol = kind(config=config, server_state=state, app_state={})
+    limits = ConnectionLimits.of(Settings())
+    protocol = kind(config=config, server_state=state, app_state={LIMITS_KEY: limits})
     protocol.connection_made(_Sink())
     spent = 0.0
     clock = time.process_time  # CPU time: the other processes of a loaded machine do not count

@@ -1,42 +1,58 @@
-"""What a connection may take before it is a request at all (issue 21, item 2).
+"""What a connection may take before it is a request at all: uvicorn's one adapter.
 
 uvicorn's httptools protocol reads a request's head with no bound: a header that never
 ends grows the process by as much as the caller sends, and a connection that sends half a
-head, or nothing, stays open for good — all before any key is checked. This protocol is
-uvicorn's own (`HttpToolsProtocol`), with four checks in front of its parser:
+head, or nothing, stays open for good, all before any key is checked. No public option of
+uvicorn bounds that, and no ASGI middleware can, since the app is called only once a head
+is whole: `h11_max_incomplete_event_size` applies to the h11 protocol alone (whose answer
+is a bare 400), `limit_concurrency` answers a plain-text 503 once a head was read, and
+`timeout_keep_alive` times only the idle gap between requests. So
+this module is the one place that subclasses uvicorn's private `HttpToolsProtocol`, with
+four checks in front of its parser:
 
-- the head (request line and headers) is at most `EVENTLOG_MAX_HEADER_BYTES`: past it the
-  parser is fed no more, the answer is 431 `headers_too_large` and the connection closes;
-- at most `EVENTLOG_MAX_HEADERS` header lines: past it, 431 `headers_too_large` too;
-- a head must be complete within `EVENTLOG_HEADER_TIMEOUT_SECONDS` of the connection's
-  opening (or of its first byte, after a kept-alive request): past it, 408
-  `header_timeout` when part of a head came, a plain close when nothing did (idle
-  kept-alive connections are closed by uvicorn's keep-alive timeout, as before);
-- at most `EVENTLOG_MAX_CONNECTIONS` connections per process: one more is answered 503
+- the head (request line and headers) is at most `max_header_bytes`: past it the parser
+  is fed no more, the answer is 431 `headers_too_large` and the connection closes;
+- at most `max_headers` header lines: past it, 431 `headers_too_large` too;
+- a head must be complete within `header_timeout` of the connection's opening (or of its
+  first byte, after a kept-alive request): past it, 408 `header_timeout` when part of a
+  head came, a plain close when nothing did (idle kept-alive connections are closed by
+  uvicorn's keep-alive timeout);
+- at most `max_connections` connections per process: one more is answered 503
   `too_many_connections` and closed at once.
 
-The answers are problem+json rows of `PROBLEM_CODES`, written straight on the transport
-(the app never sees these requests: no route, no key, no access line). uvicorn is given
-this class by name (`app/cli.py`), and the class reads its limits from the environment's
-settings once per process, as `create_app` reads its own.
+The answers are rows of `PROBLEM_CODES`, rendered by `problem` and written straight on the
+transport (the app never sees these requests: no route, no key, no access line).
+
+uvicorn is given the class by name (`app/cli.py`) and builds one per connection with the
+server's lifespan state (`app_state`); the limits come from the app's settings through
+that state: `SharedConnectionLimits`, a piece of the front door, puts them there at
+startup. What the class relies on of uvicorn (the constructor's arguments, the members it
+calls, `data_received`'s body, which `_feed` repeats) is checked against the pinned
+version by `tests/api/frontdoor/test_connections.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
-from functools import cache
 from http import HTTPStatus
 from typing import Any
 
 import httptools
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.api.problems import PROBLEM_CODES, PROBLEM_MEDIA_TYPE
+from app.api.problems import problem
+from app.errors import NotAdmitted
 from app.settings import Settings
+
+# The key of the lifespan state under which the app hands the protocol its limits.
+LIMITS_KEY = "eventlog.connection_limits"
+
+# The codes only this protocol answers with (the app never sees these requests).
+CONNECTION_CODES = frozenset({"header_timeout", "headers_too_large", "too_many_connections"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +66,7 @@ class ConnectionLimits:
 
     @classmethod
     def of(cls, settings: Settings) -> ConnectionLimits:
-        """The limits `settings` configure."""
+        """The limits `settings` configure (`EVENTLOG_MAX_HEADER_BYTES`, …)."""
         return cls(
             max_header_bytes=settings.max_header_bytes,
             max_headers=settings.max_headers,
@@ -59,45 +75,40 @@ class ConnectionLimits:
         )
 
 
-@cache
-def process_limits() -> ConnectionLimits:
-    """This process's limits, from its `EVENTLOG_*` environment (read on first use)."""
-    return ConnectionLimits.of(Settings())
+class SharedConnectionLimits:
+    """An ASGI middleware: at the lifespan's startup, puts the connection limits into the
+    state the server shares with the protocol of every connection (ASGI's lifespan state)."""
+
+    def __init__(self, app: ASGIApp, *, limits: ConnectionLimits) -> None:
+        self.app = app
+        self._limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and "state" in scope:
+            scope["state"][LIMITS_KEY] = self._limits
+        await self.app(scope, receive, send)
 
 
-def raw_problem(code: str, detail: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
-    """A whole HTTP/1.1 problem+json response for `code` that closes the connection."""
-    row = PROBLEM_CODES[code]
-    body = json.dumps(
-        {
-            "type": f"urn:mcp-eventlog:problem:{code}",
-            "title": HTTPStatus(row.status).phrase,
-            "status": row.status,
-            "detail": detail,
-            "code": code,
-        }
-    ).encode()
-    lines = [f"HTTP/1.1 {row.status} {HTTPStatus(row.status).phrase}".encode()]
-    lines += [name + b": " + value for name, value in default_headers]
-    lines += [
-        f"{name}: {value}".encode()
-        for name, value in row.headers.items()
-        if name.lower() != "connection"
-    ]
-    lines += [
-        b"content-type: " + PROBLEM_MEDIA_TYPE.encode(),
-        b"content-length: " + str(len(body)).encode(),
-        b"connection: close",
-    ]
-    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+class HeadRefused(NotAdmitted):
+    """A request head (or a connection) refused before the app saw it; `code` says why."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
 
 
-# The codes only this protocol answers with (the app never sees these requests).
-CONNECTION_CODES = frozenset({"header_timeout", "headers_too_large", "too_many_connections"})
+def refusal_bytes(refused: HeadRefused, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The whole HTTP/1.1 problem response to `refused`, which closes the connection."""
+    response = problem(refused.code, refused.detail)
+    status = response.status_code
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode(), *_joined(default_headers)]
+    lines += _joined([(n, v) for n, v in response.raw_headers if n != b"connection"])
+    lines.append(b"connection: close")
+    return b"\r\n".join(lines) + b"\r\n\r\n" + response.body
 
 
-class _Refused(Exception):
-    """Raised in a parser callback to stop the parser; the refusal is on the protocol."""
+def _joined(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
+    return [name + b": " + value for name, value in headers]
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -111,7 +122,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self.limits = process_limits()
+        limits = app_state.get(LIMITS_KEY)
+        if not isinstance(limits, ConnectionLimits):
+            raise TypeError(
+                f"the app's lifespan state has no {LIMITS_KEY} (SharedConnectionLimits)"
+            )
+        self.limits = limits
         # Between the end of one request (or the connection's start) and the end of the
         # next one's head: bytes of it seen so far, its deadline.
         self._in_head = True
@@ -120,15 +136,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # One timer per connection, not per request: it is re-armed for the deadline of
         # the head being read when it fires early (a kept-alive connection's later heads).
         self._head_timer: asyncio.TimerHandle | None = None
-        self._refusal: tuple[str, str] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
             self._refuse(
-                "too_many_connections",
-                f"the process holds {self.limits.max_connections} connections "
-                "(EVENTLOG_MAX_CONNECTIONS)",
+                HeadRefused(
+                    "too_many_connections",
+                    f"the process holds {self.limits.max_connections} connections "
+                    "(EVENTLOG_MAX_CONNECTIONS)",
+                )
             )
             return
         self._start_head()
@@ -155,9 +172,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._feed(data[:room])
         if self._in_head and not self.transport.is_closing():
             self._refuse(
-                "headers_too_large",
-                f"the request's head is over {self.limits.max_header_bytes} bytes "
-                "(EVENTLOG_MAX_HEADER_BYTES)",
+                HeadRefused(
+                    "headers_too_large",
+                    f"the request's head is over {self.limits.max_header_bytes} bytes "
+                    "(EVENTLOG_MAX_HEADER_BYTES)",
+                )
             )
         elif not self.transport.is_closing():
             self._feed(data[room:])
@@ -172,9 +191,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 self.handle_websocket_upgrade()
             else:
                 self._unsupported_upgrade_warning()
-        except httptools.HttpParserError:
-            if self._refusal is not None:
-                self._refuse(*self._refusal)
+        except httptools.HttpParserError as error:
+            # A callback's exception is the parser error's context (httptools).
+            if isinstance(error.__context__, HeadRefused):
+                self._refuse(error.__context__)
                 return
             msg = "Invalid HTTP request received."
             self.logger.warning(msg)
@@ -186,12 +206,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # Counted once the head is whole (the byte limit already bounds what it holds):
         # no cost per header line.
         if len(self.headers) > self.limits.max_headers:
-            self._refusal = (
+            raise HeadRefused(
                 "headers_too_large",
                 f"the request has more than {self.limits.max_headers} headers "
                 "(EVENTLOG_MAX_HEADERS)",
             )
-            raise _Refused
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -228,14 +247,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         self._refuse(
-            "header_timeout",
-            f"the request's head did not arrive within {self.limits.header_timeout:g} s "
-            "(EVENTLOG_HEADER_TIMEOUT_SECONDS)",
+            HeadRefused(
+                "header_timeout",
+                f"the request's head did not arrive within {self.limits.header_timeout:g} s "
+                "(EVENTLOG_HEADER_TIMEOUT_SECONDS)",
+            )
         )
 
-    def _refuse(self, code: str, detail: str) -> None:
-        """Answer `code` on the transport and close the connection; read nothing more."""
+    def _refuse(self, refused: HeadRefused) -> None:
+        """Answer `refused` on the transport and close the connection; read nothing more."""
         self._cancel_head_timer()
-        self.logger.warning("connection refused: %s: %s", code, detail)
-        self.transport.write(raw_problem(code, detail, self.server_state.default_headers))
+        self.logger.warning("connection refused: %s: %s", refused.code, refused.detail)
+        self.transport.write(refusal_bytes(refused, self.server_state.default_headers))
         self.transport.close()

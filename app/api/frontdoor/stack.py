@@ -11,10 +11,11 @@ is the model), outermost first:
    handler asks for it, the route's key (401/403, by `RouteKeys` of `keys.py`), the budget
    of bodies held at once (503), the body whole (413, 408) and strict JSON (422).
 
-Then the router (404, 405 without a body read) and the route. A check that belongs before
-all of these (the header limits of a request, say) is one more piece, added in its place
-in `install_front_door`; what a connection may take before it is a request at all (its
-timeouts) is the server's (uvicorn's settings, `app/cli.py`).
+Then the router (404, 405 without a body read) and the route. Before all of these, what a
+connection may take before it is a request at all (the bytes, lines and time of its head,
+the connections at once) is checked by the server's protocol (`connections.py`), which
+`SharedConnectionLimits` hands this app's limits at startup; a connection's other timeouts
+are uvicorn's settings (`app/cli.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fastapi import FastAPI
 from app.api.auth import Keyring
 from app.api.frontdoor.accounting import RequestAccounting
 from app.api.frontdoor.bodies import BodyAdmission
+from app.api.frontdoor.connections import ConnectionLimits, SharedConnectionLimits
 from app.api.frontdoor.hosts import HostAndOrigin
 from app.api.frontdoor.keys import RouteKeys
 from app.api.frontdoor.limits import BodyBudget, BodyReader
@@ -46,3 +48,4 @@ def install_front_door(
         HostAndOrigin, hosts=settings.served_hosts(), origins=settings.allowed_origins
     )
     app.add_middleware(RequestAccounting, metrics=metrics)
+    app.add_middleware(SharedConnectionLimits, limits=ConnectionLimits.of(settings))
