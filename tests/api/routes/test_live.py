@@ -410,7 +410,7 @@ async def test_long_poll_over_the_limit_is_422(http: httpx.AsyncClient) -> None:
 
 
 def test_the_module_server_env_is_documented() -> None:
-    configuration = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    configuration = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
     assert all(f"`{name}`" in configuration for name in SERVER_ENV)
 
 
