@@ -28,9 +28,6 @@ log = logging.getLogger(__name__)
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged and counted, never sent
 
 
-RAW_SEND = "eventlog.raw_send"
-
-
 class RequestAccounting:
     """An ASGI middleware, the outermost: logs, counts and answers for every HTTP request."""
 
@@ -43,7 +40,6 @@ class RequestAccounting:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        scope[RAW_SEND] = send  # a live body is written with it, below the stack (routes/live.py)
         exchange = Exchange(receive, send, incoming_request_id(scope) or uuid.uuid4().hex)
         with request_id_set(exchange.request_id):
             try:

@@ -130,10 +130,6 @@ def rendered(batch: Sequence[Frame]) -> bytes:
     return "".join(render(frame) for frame in batch).encode()
 
 
-# The scope key under which the outermost middleware leaves the server's own `send`.
-RAW_SEND = "eventlog.raw_send"
-
-
 class EventStreamResponse(StreamingResponse):
     """A `text/event-stream` response fed by a live read, until it ends or the client goes.
 
@@ -156,7 +152,6 @@ class EventStreamResponse(StreamingResponse):
         )
         self._bodies = bodies
         self._close = close
-        self._raw_send: Send | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Not StreamingResponse.__call__: under ASGI >= 2.4 it stops listening for
@@ -165,11 +160,6 @@ class EventStreamResponse(StreamingResponse):
         # once. (Under 2.3 it races the two in an anyio task group, whose cancellation
         # repeats at every await until the task ends; here a gone client cancels the
         # reader once, as asyncio does, and its clean-up runs as written.)
-        # The body goes straight to the server's own `send`, below the middleware stack:
-        # the start (status, headers, the request id) went through every layer, and the
-        # frames of a crowd, encoded once, are written to each reader without passing
-        # every send through each middleware's wrapper (issue 19, item 4).
-        self._raw_send = scope.get(RAW_SEND) or send
         streaming = asyncio.ensure_future(self.stream_response(send))
         listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
         try:
@@ -184,16 +174,6 @@ class EventStreamResponse(StreamingResponse):
             await self._opened.aclose()
             await self._bodies.aclose()
             self._close()
-
-    async def stream_response(self, send: Send) -> None:
-        """Starlette's, with the body sent by the server's own `send`."""
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
-        body = self._raw_send or send
-        async for chunk in self._opened:
-            await body({"type": "http.response.body", "body": chunk, "more_body": True})
-        await body({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _opened_with(first: bytes, bodies: AsyncGenerator[bytes]) -> AsyncGenerator[bytes]:
