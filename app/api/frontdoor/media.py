@@ -66,8 +66,6 @@ def strict_json(text: str, what: str = "frame") -> Any:
     names it in the detail): the append channel parses each frame once, with this."""
     try:
         parsed = json.loads(text, object_pairs_hook=_unique_keys)
-    except _DuplicateKey as duplicate:
-        raise InvalidJson(f"the key {duplicate.key!r} appears twice in one object") from None
     except json.JSONDecodeError as error:
         raise InvalidJson(
             f"the {what} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
@@ -79,19 +77,14 @@ def strict_json(text: str, what: str = "frame") -> Any:
     return parsed
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # `json.loads` calls it for each object and lets its `InvalidJson` through as it is.
     found = dict(pairs)
     if len(found) != len(pairs):
         seen: set[str] = set()
         for key, _value in pairs:
             if key in seen:
-                raise _DuplicateKey(key)
+                raise InvalidJson(f"the key {key!r} appears twice in one object")
             seen.add(key)
     return found
 
