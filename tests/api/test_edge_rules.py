@@ -1,4 +1,4 @@
-"""Smaller edges a hostile caller found (issue 21, item 10), on both databases.
+"""Smaller edges a hostile caller found, on both databases.
 
 Stream ids made only of dots, stored event types a browser would take for the service's
 own control events, a `wait` looser than `after` and `limit`, and an admin prefix filter

@@ -1,4 +1,4 @@
-"""`/metrics` stays bounded whatever methods and paths a caller invents (issue 21, item 7)."""
+"""`/metrics` stays bounded whatever methods and paths a caller invents."""
 
 from __future__ import annotations
 

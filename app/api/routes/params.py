@@ -24,7 +24,7 @@ def _decimal(value: Any) -> Any:
 
 def _decimal_number(value: Any) -> Any:
     # As `_decimal`, with an optional fraction: Python's float() would also take `1_0`,
-    # `+1`, ` 1 `, `1e1`, `inf` and `nan` (issue 21, item 10).
+    # `+1`, ` 1 `, `1e1`, `inf` and `nan`.
     if isinstance(value, str) and not _DECIMAL_NUMBER.fullmatch(value):
         raise ValueError("must be a number written as plain decimal digits (and a fraction)")
     return value

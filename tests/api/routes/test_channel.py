@@ -342,11 +342,11 @@ async def test_a_flooding_producer_gets_every_answer_in_order(
     assert answers[-1]["tail_seq"] == count
 
 
-# Known and open (issue 19): run after the rest of this module, in about two runs of five
-# here (never alone: 8 of 8), the service read and answered the whole flood without being
+# Known and open: run after the rest of this module, in about two runs of five here
+# (never alone: 8 of 8), the service read and answered the whole flood without being
 # held back — the flood finished and the channel was closed `idle_timeout`, not
-# `not_reading` — so the answers' back-pressure did not reach the reader in those runs.
-# Found on 2026-12-02 in CI; the cause is not found yet.
+# `not_reading` — so the answers' back-pressure did not reach the reader in those runs;
+# the cause is not found yet.
 @pytest.mark.xfail(
     reason="back-pressure not always seen after the module's other tests", strict=False
 )
