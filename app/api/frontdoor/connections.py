@@ -51,9 +51,6 @@ from app.settings import Settings
 # The key of the lifespan state under which the app hands the protocol its limits.
 LIMITS_KEY = "eventlog.connection_limits"
 
-# The codes only this protocol answers with (the app never sees these requests).
-CONNECTION_CODES = frozenset({"header_timeout", "headers_too_large", "too_many_connections"})
-
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
@@ -90,11 +87,31 @@ class SharedConnectionLimits:
 
 
 class HeadRefused(NotAdmitted):
-    """A request head (or a connection) refused before the app saw it; `code` says why."""
+    """A request head (or a connection) refused before the app saw it."""
 
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
+
+class HeadersTooLarge(HeadRefused):
+    """The head is over its bytes or its header lines."""
+
+    code = "headers_too_large"
+
+
+class HeaderTimeout(HeadRefused):
+    """Part of a head came, not all of it within the head timeout."""
+
+    code = "header_timeout"
+
+
+class TooManyConnections(HeadRefused):
+    """The process holds its connections already."""
+
+    code = "too_many_connections"
+
+
+# The codes only this protocol answers with (the app never sees these requests).
+CONNECTION_CODES = frozenset(
+    refusal.code for refusal in (HeadersTooLarge, HeaderTimeout, TooManyConnections)
+)
 
 
 def refusal_bytes(refused: HeadRefused, default_headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -141,8 +158,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
             self._refuse(
-                HeadRefused(
-                    "too_many_connections",
+                TooManyConnections(
                     f"the process holds {self.limits.max_connections} connections "
                     "(EVENTLOG_MAX_CONNECTIONS)",
                 )
@@ -172,8 +188,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._feed(data[:room])
         if self._in_head and not self.transport.is_closing():
             self._refuse(
-                HeadRefused(
-                    "headers_too_large",
+                HeadersTooLarge(
                     f"the request's head is over {self.limits.max_header_bytes} bytes "
                     "(EVENTLOG_MAX_HEADER_BYTES)",
                 )
@@ -206,8 +221,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # Counted once the head is whole (the byte limit already bounds what it holds):
         # no cost per header line.
         if len(self.headers) > self.limits.max_headers:
-            raise HeadRefused(
-                "headers_too_large",
+            raise HeadersTooLarge(
                 f"the request has more than {self.limits.max_headers} headers "
                 "(EVENTLOG_MAX_HEADERS)",
             )
@@ -247,8 +261,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         self._refuse(
-            HeadRefused(
-                "header_timeout",
+            HeaderTimeout(
                 f"the request's head did not arrive within {self.limits.header_timeout:g} s "
                 "(EVENTLOG_HEADER_TIMEOUT_SECONDS)",
             )

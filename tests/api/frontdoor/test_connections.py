@@ -20,12 +20,15 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from uvicorn.server import Server, ServerState
 
 from app.api.frontdoor.connections import (
+    CONNECTION_CODES,
     LIMITS_KEY,
     ConnectionLimits,
     GuardedHttpToolsProtocol,
+    HeaderTimeout,
     HeadRefused,
     SharedConnectionLimits,
 )
+from app.api.problems import PROBLEM_CODES
 from app.errors import NotAdmitted
 
 # The uvicorn the adapter was read against (constraints.txt) and the members of its
@@ -187,9 +190,11 @@ async def test_a_connection_past_the_cap_is_503_with_retry_after() -> None:
         protocol.connection_lost(None)
 
 
-def test_a_refusal_is_an_error_of_the_tree() -> None:
+def test_each_refusal_is_an_error_of_the_tree_with_a_row() -> None:
     assert issubclass(HeadRefused, NotAdmitted)
-    assert HeadRefused("header_timeout", "late").code == "header_timeout"
+    assert HeaderTimeout("late").code == "header_timeout"
+    assert {"header_timeout", "headers_too_large", "too_many_connections"} == CONNECTION_CODES
+    assert set(PROBLEM_CODES) >= CONNECTION_CODES
 
 
 async def test_the_protocol_needs_the_limits_the_app_shared() -> None:
