@@ -17,6 +17,7 @@ from tests.support.operators import (
     ok,
     running_app,
 )
+from tests.support.writer_calls import open_generation
 
 
 @pytest.fixture
@@ -342,3 +343,21 @@ def old_created_at(detail: dict[str, Any]) -> str:
     """A stream is created with its first generation."""
     created: str = detail["generations"][0]["created_at"]
     return created
+
+
+async def test_the_admin_prefix_filter_is_case_sensitive_on_both_databases(
+    client: httpx.AsyncClient,
+) -> None:
+    for stream_id in ("Alpha-1", "alpha-2", "ALPHA-3", "beta"):
+        await open_generation(client, stream_id)
+
+    async def listed(prefix: str) -> list[str]:
+        body = (await client.get("/admin/v1/streams", params={"prefix": prefix})).json()
+        return [s["stream_id"] for s in body["streams"]]
+
+    assert await listed("alpha") == ["alpha-2"]
+    assert await listed("Alpha") == ["Alpha-1"]
+    assert await listed("ALPHA") == ["ALPHA-3"]
+    assert await listed("A") == ["ALPHA-3", "Alpha-1"]
+    assert await listed("") == ["ALPHA-3", "Alpha-1", "alpha-2", "beta"]
+    assert await listed("alpha-2") == ["alpha-2"]
