@@ -87,25 +87,19 @@ class SharedConnectionLimits:
 
 
 class HeadRefused(NotAdmitted):
-    """A request head (or a connection) refused before the app saw it."""
+    """A request head (or a connection) refused before the app saw it: one leaf per code."""
 
 
 class HeadersTooLarge(HeadRefused):
-    """The head is over its bytes or its header lines."""
-
-    code = "headers_too_large"
+    code = "headers_too_large"  # over its bytes or its header lines
 
 
 class HeaderTimeout(HeadRefused):
-    """Part of a head came, not all of it within the head timeout."""
-
-    code = "header_timeout"
+    code = "header_timeout"  # part of a head came, not all of it within the timeout
 
 
 class TooManyConnections(HeadRefused):
-    """The process holds its connections already."""
-
-    code = "too_many_connections"
+    code = "too_many_connections"  # the process holds its connections already
 
 
 # The codes only this protocol answers with (the app never sees these requests).

@@ -13,35 +13,12 @@ from fastapi import FastAPI
 from tests.support.front_door import assert_problem
 from tests.support.strict_bodies import (
     APPEND,
-    EXPLAIN,
-    OPEN,
-    RESUME,
-    RESUME_ANY,
+    DUPLICATED,
+    SURROGATES,
     post_raw,
     problem_code,
     state,
 )
-
-# Raw bodies that json.loads accepts but strict JSON does not.
-DUPLICATED = [
-    (OPEN, b'{"max_events": 5, "max_events": 6}'),
-    (APPEND, b'{"events": [{"data": "a", "data": "b"}]}'),
-    (APPEND, b'{"events": [], "terminal": false, "terminal": true}'),
-    (RESUME, b'{"last_event_id": "{token}:1", "last_event_id": "{token}:0"}'),
-    (EXPLAIN, b'{"last_event_id": "x:1", "last_event_id": "{token}:1"}'),
-]
-
-# A lone surrogate, wherever a string enters a body: a key or any value.
-SURROGATES = [
-    (OPEN, b'{"producer": "p\\ud800"}'),
-    (APPEND, b'{"events": [{"data": "\\udfff"}]}'),
-    (APPEND, b'{"events": [{"data": "x", "event": "e\\ud83d"}]}'),
-    (APPEND, b'{"events": [{"data": "x", "\\ud800": 1}]}'),
-    (RESUME, b'{"last_event_id": "\\ud800:1"}'),
-    (RESUME_ANY, b'{"last_event_id": "{token}\\udc00:1"}'),
-    (EXPLAIN, b'{"last_event_id": "\\ud800:1"}'),
-    (EXPLAIN, b'{"last_event_id": "x:1", "tenant": "t\\ud800"}'),
-]
 
 
 @pytest.mark.parametrize(("path", "raw"), DUPLICATED, ids=[r.decode() for _p, r in DUPLICATED])
