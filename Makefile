@@ -70,7 +70,7 @@ test: $(STAMP) test-tools  ## everything: the Python suite on SQLite and Postgre
 	$(MAKE) --no-print-directory test-typescript
 
 # The quick loop: pytest alone (no apt, no TypeScript suite), with pytest's own arguments.
-check: $(STAMP)  ## only pytest, with ARGS: make check ARGS="tests/api/test_writer.py -k resume"
+check: $(STAMP)  ## only pytest, with ARGS: make check ARGS="tests/api/routes/test_writer.py -k resume"
 	$(BIN)/python -m pytest $(ARGS)
 
 test-sqlite: $(STAMP)  ## the suite without its PostgreSQL half

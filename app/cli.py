@@ -202,7 +202,7 @@ def _database_ready(settings: Settings, *, migrate: bool) -> bool:
 
 # uvicorn's httptools protocol with bounded request heads, a head timeout and a connection
 # cap (issue 21, item 2), named as the app factory is: the CLI imports nothing of the API.
-HTTP_PROTOCOL = "app.api.connections:GuardedHttpToolsProtocol"
+HTTP_PROTOCOL = "app.api.frontdoor.connections:GuardedHttpToolsProtocol"
 
 
 def run_server(
@@ -237,7 +237,7 @@ def run_server(
         # as it is (compression would cost every frame CPU and open a decompression bomb).
         ws_max_size=settings.max_body_bytes,
         ws_per_message_deflate=False,
-        # Live readers are drained at the signal (app/api/draining.py): what is left to
+        # Live readers are drained at the signal (app/api/frontdoor/draining.py): what is left to
         # wait for is requests in flight, appends among them.
         timeout_graceful_shutdown=math.ceil(
             settings.shutdown_timeout_seconds if graceful is None else graceful

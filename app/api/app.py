@@ -12,14 +12,13 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import make_url
 
 from app import __version__, bootstrap, telemetry
-from app.api import admin, admin_tasks, channel, health, live, tasks, writer
 from app.api.auth import Keyring
-from app.api.deps import ApiState
-from app.api.draining import drained_on_signal
-from app.api.frontdoor import install_front_door
-from app.api.limits import ChannelSlots
+from app.api.deps import ApiState, ChannelSlots
+from app.api.frontdoor.draining import drained_on_signal
+from app.api.frontdoor.stack import install_front_door
 from app.api.metrics import Metrics
 from app.api.problems import install_problem_handlers
+from app.api.routes import admin, admin_tasks, channel, health, live, tasks, writer
 from app.console.router import router as console_router
 from app.settings import Settings
 

@@ -9,7 +9,6 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.auth import Keyring, Principal, Scope
-from app.api.limits import ChannelSlots
 from app.api.metrics import Metrics
 from app.bootstrap import Container
 from app.errors import InvalidRequest
@@ -20,6 +19,32 @@ from app.service.live import LiveReads
 from app.settings import Settings
 
 
+class ChannelSlots:
+    """The append channels open at once in this process, per key, against a limit.
+
+    One event loop serves a process, so a plain dict is enough (no lock); a key's entry
+    goes when its last channel closes, so the dict holds only keys with a channel open.
+    """
+
+    def __init__(self, per_key: int) -> None:
+        self.per_key = per_key
+        self._open: dict[bytes, int] = {}
+
+    def take(self, key: bytes) -> bool:
+        """Hold one more channel for `key`; False (nothing held) when it has its limit."""
+        held = self._open.get(key, 0)
+        if held >= self.per_key:
+            return False
+        self._open[key] = held + 1
+        return True
+
+    def give(self, key: bytes) -> None:
+        """Return a channel taken with `take`."""
+        held = self._open.pop(key) - 1
+        if held:
+            self._open[key] = held
+
+
 @dataclass(frozen=True, slots=True)
 class ApiState:
     """Everything a request may need: the service's parts, the keys and the metrics."""
@@ -28,7 +53,7 @@ class ApiState:
     keyring: Keyring
     metrics: Metrics
     channels: ChannelSlots
-    """The append channels open per key (`app/api/channel.py`)."""
+    """The append channels open per key (`app/api/routes/channel.py`)."""
 
 
 def api_state(request: Request) -> ApiState:

@@ -20,7 +20,7 @@ from app.service.observer import Observer
 
 UNMATCHED_ROUTE = "<unmatched>"
 # The methods a label names; any other (a caller may send any token as a method) is
-# `other`, so invented methods cannot add series (issue 21, item 7).
+# `other`, so invented methods cannot add series.
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 OTHER_METHOD = "other"
 
@@ -29,103 +29,79 @@ class Metrics(Observer):
     """The service's counters and histograms, in one registry; an observer of the use cases."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.requests = Counter(
-            "eventlog_http_requests", "HTTP requests", ["method", "route", "status"], registry=r
-        )
+        self.registry = r = CollectorRegistry()
+        http = ("method", "route", "status")
+        self.requests = Counter("eventlog_http_requests", "HTTP requests", http, registry=r)
         self.latency = Histogram(
-            "eventlog_http_request_duration_seconds",
-            "HTTP request latency",
-            ["method", "route", "status"],
-            registry=r,
+            "eventlog_http_request_duration_seconds", "HTTP request latency", http, registry=r
         )
-        self.verdicts = Counter(
-            "eventlog_resume_verdicts", "Resume decisions", ["verdict", "reason"], registry=r
+        self.verdicts = _counter(r, "resume_verdicts", "Resume decisions", "verdict", "reason")
+        self.appends = _counter(r, "appends", "Accepted append batches", "duplicate")
+        self.appended_events = _counter(r, "appended_events", "Events stored by appends")
+        self.evicted_events = _counter(
+            r, "evicted_events", "Events evicted past a generation's max_events"
         )
-        self.appends = Counter(
-            "eventlog_appends", "Accepted append batches", ["duplicate"], registry=r
+        self.refused_appends = _counter(r, "refused_appends", "Refused append batches", "refusal")
+        self.fenced_appends = _counter(
+            r, "fenced_appends", "Appends refused as superseded (stale producer)"
         )
-        self.appended_events = Counter(
-            "eventlog_appended_events", "Events stored by appends", registry=r
-        )
-        self.evicted_events = Counter(
-            "eventlog_evicted_events", "Events evicted past a generation's max_events", registry=r
-        )
-        self.refused_appends = Counter(
-            "eventlog_refused_appends", "Refused append batches", ["refusal"], registry=r
-        )
-        self.fenced_appends = Counter(
-            "eventlog_fenced_appends", "Appends refused as superseded (stale producer)", registry=r
-        )
-        self.retention_runs = Counter(
-            "eventlog_retention_runs", "Retention passes", ["outcome"], registry=r
-        )
+        self.retention_runs = _counter(r, "retention_runs", "Retention passes", "outcome")
         # For the alert "retention stopped": a pass that fails or hangs never sets it.
-        self.retention_last_run = Gauge(
-            "eventlog_retention_last_run_timestamp_seconds",
+        self.retention_last_run = _gauge(
+            r,
+            "retention_last_run_timestamp_seconds",
             "Unix time the last retention pass that ran in this process ended (0: none yet)",
-            registry=r,
         )
-        self.abandoned_generations = Counter(
-            "eventlog_abandoned_generations",
+        self.abandoned_generations = _counter(
+            r,
+            "abandoned_generations",
             "Generations this process recorded as abandoned (their writer's lease ran out)",
-            registry=r,
         )
-        self.expired_generations = Counter(
-            "eventlog_expired_generations", "Generations made tombstones", ["why"], registry=r
+        self.expired_generations = _counter(
+            r, "expired_generations", "Generations made tombstones", "why"
         )
-        self.purged_events = Counter(
-            "eventlog_purged_events", "Events deleted by retention", registry=r
-        )
-        self.dropped_decisions = Counter(
-            "eventlog_decision_log_dropped",
+        self.purged_events = _counter(r, "purged_events", "Events deleted by retention")
+        self.dropped_decisions = _counter(
+            r,
+            "decision_log_dropped",
             "Audit entries dropped (buffer full, or an entry the database refused)",
-            registry=r,
         )
-        self.live_readers_now = Gauge(
-            "eventlog_live_readers", "Live readers this process serves now", registry=r
+        self._live_instruments(r)
+        # The Prometheus idiom for "which release runs where": a constant 1 whose labels
+        # say it (joined onto other series with `* on(instance) group_left(version)`).
+        self.build_info = _gauge(r, "build_info", "The version of the service", "version")
+        self.build_info.labels(__version__).set(1)
+        self.background_failures = _counter(
+            r, "background_task_failures", "Background tasks that died and were restarted", "task"
         )
-        self.live_events = Counter(
-            "eventlog_live_events_delivered", "Events sent to live readers", registry=r
+        self.tasks_now = _gauge(
+            r,
+            "tasks",
+            "Unexpired tasks by status, as the last task sweep of this process counted them",
+            "status",
         )
+        for status in TaskStatus:
+            self.tasks_now.labels(status.value).set(0)
+        self.tasks_worker_lost = _counter(
+            r,
+            "tasks_worker_lost",
+            "Tasks this process settled failed/worker_lost (their worker's lease lapsed)",
+        )
+
+    def _live_instruments(self, r: CollectorRegistry) -> None:
+        self.live_readers_now = _gauge(r, "live_readers", "Live readers this process serves now")
+        self.live_events = _counter(r, "live_events_delivered", "Events sent to live readers")
         self.live_lag = Histogram(
             "eventlog_live_notify_lag_seconds",
             "From a commit to its wake-up reaching this process's live readers",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
             registry=r,
         )
-        self.live_sources_up = Gauge(
-            "eventlog_live_wakeup_source_up",
+        self.live_sources_up = _gauge(
+            r,
+            "live_wakeup_source_up",
             "1 while a wake-up source (postgresql, sqlite) is connected",
-            ["source"],
-            registry=r,
-        )
-        # The Prometheus idiom for "which release runs where": a constant 1 whose labels
-        # say it (joined onto other series with `* on(instance) group_left(version)`).
-        self.build_info = Gauge(
-            "eventlog_build_info", "The version of the service", ["version"], registry=r
-        )
-        self.build_info.labels(__version__).set(1)
-        self.background_failures = Counter(
-            "eventlog_background_task_failures",
-            "Background tasks that died and were restarted",
-            ["task"],
-            registry=r,
-        )
-
-        self.tasks_now = Gauge(
-            "eventlog_tasks",
-            "Unexpired tasks by status, as the last task sweep of this process counted them",
-            ["status"],
-            registry=r,
-        )
-        for status in TaskStatus:
-            self.tasks_now.labels(status.value).set(0)
-        self.tasks_worker_lost = Counter(
-            "eventlog_tasks_worker_lost",
-            "Tasks this process settled failed/worker_lost (their worker's lease lapsed)",
-            registry=r,
+            "source",
         )
 
     def decided(self, decided: Decided) -> None:
@@ -209,3 +185,11 @@ def route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+def _counter(registry: CollectorRegistry, name: str, documentation: str, *labels: str) -> Counter:
+    return Counter(f"eventlog_{name}", documentation, labels, registry=registry)
+
+
+def _gauge(registry: CollectorRegistry, name: str, documentation: str, *labels: str) -> Gauge:
+    return Gauge(f"eventlog_{name}", documentation, labels, registry=registry)

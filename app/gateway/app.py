@@ -21,9 +21,9 @@ from starlette.routing import Route
 
 from app.api.app import create_app
 from app.api.deps import ApiState
-from app.api.draining import drained_on_signal
-from app.api.health import readyz
+from app.api.frontdoor.draining import drained_on_signal
 from app.api.problems import problem
+from app.api.routes.health import readyz
 from app.errors import UpstreamUnreachable
 from app.gateway.endpoint import Gateway
 from app.gateway.metrics import GatewayMetrics

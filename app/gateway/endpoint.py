@@ -33,7 +33,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from app.api.live import EventStreamResponse
+from app.api.routes.live import EventStreamResponse
 from app.bootstrap import Container
 from app.errors import UpstreamUnavailable
 from app.gateway import messages

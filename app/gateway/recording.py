@@ -6,7 +6,7 @@ to the client's `Backlog` (`app.gateway.relay`: bounded memory, the log for a cl
 falls behind), which sends it with the id it was stored under. The upstream's own ids are never
 shown; its priming events (no data) are not relayed. For a 2025-11-25 session the gateway
 sends its own priming event (stored, an id, empty data) first; the response that carries
-`relay()` starts with the gateway's `retry:` (`app.api.live.EventStreamResponse`).
+`relay()` starts with the gateway's `retry:` (`app.api.routes.live.EventStreamResponse`).
 
 A POST's generation is terminal once the responses to all its requests (a batch has
 several; ids compared as JSON values, `messages.same_id`) are stored. When the upstream's

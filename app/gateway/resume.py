@@ -31,8 +31,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from starlette.responses import Response
 
-from app.api.live import EventStreamResponse
 from app.api.problems import problem
+from app.api.routes.live import EventStreamResponse
 from app.bootstrap import Container
 from app.domain.decision import Reason, ScopeReason, Verdict
 from app.domain.ids import StreamKey, parse_event_id

@@ -2,7 +2,7 @@
 
 The use case (`app/service/live.py`) decides which frames a reader gets; its shared
 frames (`app/service/sharing.py`) make a page's event frames once for every reader given
-that page; the HTTP layer (`app/api/live.py`) renders them as Server-Sent Events.
+that page; the HTTP layer (`app/api/routes/live.py`) renders them as Server-Sent Events.
 """
 
 from __future__ import annotations

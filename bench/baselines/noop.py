@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import uvicorn
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect, status
 
-from app.api.media import strict_json
+from app.api.frontdoor.media import strict_json
 from app.api.schemas import AppendFrame, AppendRequest
 
 

@@ -1,6 +1,6 @@
 """`python -m bench.probes.heads`: what the connection guard costs per request.
 
-uvicorn's httptools protocol and the service's guarded one (`app/api/connections.py`)
+uvicorn's httptools protocol and the service's guarded one (`app/api/frontdoor/connections.py`)
 side by side, in one process, on the same event loop and a transport that discards what
 it is given: each request is a typical head (13 headers, ~600 bytes) answered by an ASGI
 app that sends a 2-byte body, and the time measured is `data_received` alone (parse,
@@ -22,7 +22,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.api.connections import GuardedHttpToolsProtocol
+from app.api.frontdoor.connections import LIMITS_KEY, ConnectionLimits, GuardedHttpToolsProtocol
+from app.settings import Settings
 
 REQUEST = (
     b"POST /v1/generations/Qm9vx2Qm9vx2Qm9vx2Qm9v/events HTTP/1.1\r\n"
@@ -74,7 +75,8 @@ async def _round(kind: type[HttpToolsProtocol], requests: int) -> float:
     config = Config(app=_app, access_log=False, log_level="warning", lifespan="off")
     config.load()
     state = ServerState()
-    protocol = kind(config=config, server_state=state, app_state={})
+    limits = ConnectionLimits.of(Settings())
+    protocol = kind(config=config, server_state=state, app_state={LIMITS_KEY: limits})
     protocol.connection_made(_Sink())
     spent = 0.0
     clock = time.process_time  # CPU time: the other processes of a loaded machine do not count

@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("json encode/decode", ("json/encoder.py", "json/decoder.py", "json/__init__.py")),
     ("logging", ("logging/__init__.py", "app/logs.py")),
     ("prometheus metrics", ("prometheus_client/", "app/api/metrics.py")),
-    ("middleware: body limit", ("app/api/limits.py",)),
+    ("middleware: body limit", ("app/api/frontdoor/limits.py",)),
     ("auth / dependencies", ("app/api/deps.py", "app/api/auth.py", "fastapi/security")),
     ("fastapi: response model (serialize_response)", ("serialize_response", "fastapi/encoders.py")),
     (
@@ -130,7 +130,7 @@ KNOWN: tuple[tuple[str, str], ...] = (
     ("dependencies (solve_dependencies)", "solve_dependencies"),
     ("request body validation (request_body_to_args)", "request_body_to_args"),
     ("response model (serialize_response)", "serialize_response"),
-    ("the endpoint function (append_events)", "append_events (app/api/writer.py"),
+    ("the endpoint function (append_events)", "append_events (app/api/routes/writer.py"),
     ("EventLogService.append", "EventLogService.append"),
     ("Store.append (the write, loop side)", "Store.append"),
     ("writer thread: the group's transaction", "_commit_in_thread"),

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-from app.api import admin
 from app.api.auth import OPEN_PRINCIPAL, Keyring, Scope
+from app.api.routes import admin
 from app.errors import Forbidden, Unauthenticated
 from app.settings import KeySpec, Settings
 from tests.support.operators import (

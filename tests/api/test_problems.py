@@ -13,8 +13,7 @@ import httpx
 import pytest
 from starlette.exceptions import HTTPException
 
-from app.api.connections import CONNECTION_CODES
-from app.api.health import _CODES as READINESS_CODES
+from app.api.frontdoor.connections import CONNECTION_CODES
 from app.api.problem_table import SECOND_ROWS, ProblemGroup, problem_codes
 from app.api.problems import (
     HTTP_ERROR_CODES,
@@ -22,6 +21,7 @@ from app.api.problems import (
     answer,
     problem_code,
 )
+from app.api.routes.health import _CODES as READINESS_CODES
 from app.domain.append import AppendConflict
 from app.domain.decision import DECISION_TABLE, Reason, Verdict
 from app.domain.paging import PageRefusal

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.api.live import render
+from app.api.routes.live import render
 from app.domain.decision import Reason
 from app.service.frames import EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from tests.support.live_readers import (

@@ -1,11 +1,12 @@
 """What a connection may take before it is a request, on a real server.
 
-Before any key is checked, a caller could send an endless header (10 connections of 50 MiB
-took the process 299 → 810 MiB), half a head or nothing at all (the connection stayed
-open past 40 s: slowloris, descriptor exhaustion), and open connections without limit.
-Now a head is bounded in bytes, header lines and time, and connections are capped
-(`app/api/connections.py`). The database does not matter here: these requests never reach
-the app, so the server runs on SQLite alone.
+Unbounded, a caller could send an endless header before any key is checked (10
+connections of 50 MiB took the process 299 → 810 MiB), half a head or nothing at all (the
+connection stayed open past 40 s: slowloris, descriptor exhaustion), and open connections
+without limit. A head is bounded in bytes, header lines and time, and connections are
+capped (`app/api/frontdoor/connections.py`; in process, against the pinned uvicorn:
+`tests/api/frontdoor/test_connections.py`). The database does not matter here: these
+requests never reach the app, so the server runs on SQLite alone.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for a test: the given database, small limits where a test wants them.
 
     The in-process clients call the app as `eventlog.test`, so that name is served too
-    (an open service serves loopback names only; `tests/api/test_front_door.py` checks that).
+    (an open service serves loopback names only; `tests/api/frontdoor/test_hosts.py` checks
+    that).
     """
     overrides.setdefault("allowed_hosts", TEST_HOSTS)
     return Settings(database_url=database_url, **overrides)

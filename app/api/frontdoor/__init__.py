@@ -1,0 +1,1 @@
+"""The front door: the pieces every request passes before its route (docs/front-door.md)."""

@@ -1,0 +1,1 @@
+"""The routers, one per audience, with the schemas and parameters only they use."""

@@ -1,0 +1,54 @@
+"""Request bodies are strict, field by field (`app/api/schemas.py`), on both databases.
+
+Each case sends a value that lax parsing would coerce ("47" → 47, 1.0 → 1, 1 → true) and
+checks it is refused with 422 and that nothing was stored: if a request model lost
+`strict=True` (or `extra="forbid"`), one of these fails. Labels shown to operators take
+no control or bidi character; event data is free text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.strict_bodies import APPEND, LAX, OPEN, post_raw, problem_code, state
+
+
+@pytest.mark.parametrize(("path", "body"), LAX, ids=[f"{p} {json.dumps(b)}" for p, b in LAX])
+async def test_a_value_lax_parsing_would_coerce_is_refused(
+    client: httpx.AsyncClient, token: str, path: str, body: dict[str, Any]
+) -> None:
+    before = await state(client, token)
+    answer = await post_raw(client, path, token, json.dumps(body).encode())
+    assert problem_code(answer) == "validation_error"
+    assert await state(client, token) == before
+
+
+# Escape sequences, C0/DEL/C1 controls and bidirectional overrides.
+LABELS = ["\x1b[31mred", "\x1b]0;title\x07", "a\tb", "\x7f", "\x85", "abc\u202edcba", "x\u2066y"]
+
+
+@pytest.mark.parametrize("label", LABELS)
+async def test_control_and_bidi_characters_are_refused_in_labels(
+    client: httpx.AsyncClient, token: str, label: str
+) -> None:
+    """A producer or an event type is shown to operators: no escape sequence gets in."""
+    before = await state(client, token)
+    opened = await client.post(OPEN, json={"producer": label})
+    assert problem_code(opened) == "validation_error"
+    appended = await client.post(
+        APPEND.format(token=token), json={"events": [{"data": "x", "event": label}]}
+    )
+    assert problem_code(appended) == "validation_error"
+    assert await state(client, token) == before
+
+
+async def test_data_is_free_text(client: httpx.AsyncClient, token: str) -> None:
+    """Event data may hold any valid text (tabs, escapes, bidi): it is the writer's."""
+    data = "line 1\n\tline 2 \x1b[0m \u202e\r\n"
+    answer = await client.post(APPEND.format(token=token), json={"events": [{"data": data}]})
+    assert answer.status_code == 201, answer.text
+    page = (await client.get(f"/v1/generations/{token}/events")).json()
+    assert page["events"][-1]["data"] == data
