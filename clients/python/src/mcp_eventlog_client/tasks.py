@@ -375,13 +375,10 @@ class TaskClient:
     ) -> TaskEventsPage:
         """The current attempt's events after seq `after` (`wait`: a long-poll, in seconds).
         `Evicted` (its `detail` names the earliest seq) rather than skip any."""
-        params = _body(principal=principal, after=after, limit=limit, wait=wait)
-        answer = await self.connection.request(
-            "GET",
+        answer = await self.connection.long_poll(
             f"/v1/tasks/{_segment(task_id)}/events",
-            params=params,
-            retry=True,
-            attempt_timeout=None if wait is None else self.connection.timeout + wait,
+            params=_body(principal=principal, after=after, limit=limit),
+            wait=wait,
         )
         return read_answer(TaskEventsPage.from_json, answer)
 
