@@ -69,7 +69,7 @@ class BusFollower:
                 if position is None:
                     position = await self._tail()
                     self.following.set()
-                position = await self._follow(position)
+                position = await self.follow(position)
                 backoff = 0.1
             except (ServiceUnreachable, TimeoutError) as error:
                 log.warning("bus %s: the service is unreachable (%s); retrying", stream_id, error)
@@ -97,7 +97,7 @@ class BusFollower:
         assert current is not None
         return f"{current.token}:{current.tail_seq}"
 
-    async def _follow(self, position: str) -> str | None:
+    async def follow(self, position: str) -> str | None:
         """Deliver events from `position` until the follower must rejoin; the new place
         (None: at the tail)."""
         follow = self.source.client.follow(self.source.stream_id, position, retry=_FOLLOW_RETRY)
