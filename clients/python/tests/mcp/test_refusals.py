@@ -29,9 +29,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client
 from tests.support.deployment import Deployment, service
 from tests.support.processes import mcp_server
+from tests.support.sdk_session import Progress, call_progress, mcp_client
 from tests.support.ts_harness import ts_client
 
 pytestmark = pytest.mark.process

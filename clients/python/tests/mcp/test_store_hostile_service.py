@@ -17,9 +17,9 @@ import anyio
 import httpx
 import pytest
 
-from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.hostile_service import hostile_service
 from tests.support.processes import mcp_server
+from tests.support.sdk_session import Progress, call_progress, mcp_client, text_of
 
 pytestmark = pytest.mark.process
 
@@ -49,7 +49,7 @@ HOSTILE = pytest.mark.parametrize(
         ("ws-silent", "timeout"),
         ("ws-close", "unreachable"),
         # Closed at the announced size (1009): a timeout, or unreachable when the closing
-        # handshake completes first (as tests/client/test_hostile_service.py's ws-huge).
+        # handshake completes first (as the client's own test_hostile_service.py's ws-huge).
         ("ws-huge", "timeout|unreachable"),
     ],
 )
