@@ -1,4 +1,4 @@
-"""`EventLogSubscriptionBus`: server events across replicas, through the service (issue 20.3).
+"""`EventLogSubscriptionBus`: server events across replicas, through the service.
 
 Real processes: the service, and two MCP servers (`tests.support.bus_server`, the SDK's
 `MCPServer` with the bus) as two replicas; the SDK's client speaks 2026-07-28 to them

@@ -1,4 +1,4 @@
-"""Every refusal of the shared table, seen by each official client (issue 20.2).
+"""Every refusal of the shared table, seen by each official client.
 
 Real processes: the service, MCP servers with the store (`tests.support.mcp_server`), and
 the official clients: the Python SDK's (2.3.0, in this process), TypeScript v1
