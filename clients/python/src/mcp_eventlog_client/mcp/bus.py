@@ -102,43 +102,22 @@ class EventLogSubscriptionBus:
         self.failures: Counter[str] = Counter()
         """Publishes that were not stored, by cause (a problem code, `unreachable`,
         `timeout`, `outage`)."""
+        self.published = 0
+        self.delivered = 0
+        """Events handed to the local listeners."""
+        self.lagged = 0
+        """Times the follower fell behind the retention (or lost its place) and jumped to
+        the tail."""
+        self.missed = 0
+        """Events skipped by those jumps (as far as the follower could count them)."""
+        self.undecodable = 0
+        self.listener_errors = 0
         generations = BusGenerations(self)
-        self._publisher = BusPublisher(self, generations, self.failures)
+        self._publisher = BusPublisher(self, generations)
         self._follower = BusFollower(self, generations)
         self.following: anyio.Event = self._follower.following
         """Set once the follower has taken its place at the tail."""
         self._tasks: anyio.abc.TaskGroup | None = None
-
-    @property
-    def published(self) -> int:
-        """Events stored by this replica's publishes."""
-        return self._publisher.published
-
-    @property
-    def delivered(self) -> int:
-        """Events handed to the local listeners."""
-        return self._follower.delivered
-
-    @property
-    def lagged(self) -> int:
-        """Times the follower fell behind the retention (or lost its place) and jumped to
-        the tail."""
-        return self._follower.lagged
-
-    @property
-    def missed(self) -> int:
-        """Events skipped by those jumps (as far as the follower could count them)."""
-        return self._follower.missed
-
-    @property
-    def undecodable(self) -> int:
-        """Events of the bus stream that were not server events (skipped)."""
-        return self._follower.undecodable
-
-    @property
-    def listener_errors(self) -> int:
-        """Listener calls that raised (logged; the others went on)."""
-        return self._follower.listener_errors
 
     # -- SubscriptionBus --------------------------------------------------------------
 

@@ -41,11 +41,6 @@ class BusFollower:
         self.source = source
         self._generations = generations
         self._listeners: dict[object, Listener] = {}
-        self.delivered = 0
-        self.lagged = 0
-        self.missed = 0
-        self.undecodable = 0
-        self.listener_errors = 0
         self.following = anyio.Event()
         """Set once the follower has taken its place at the tail."""
 
@@ -81,7 +76,7 @@ class BusFollower:
                 log.warning(
                     "bus %s: following was refused (%s); rejoining at the tail", stream_id, error
                 )
-                self.lagged += 1
+                self.source.lagged += 1
                 position = None
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
@@ -119,11 +114,11 @@ class BusFollower:
 
     async def _lag(self, position: str, reason: str) -> None:
         """Count the events a jump to the tail skips."""
-        self.lagged += 1
+        self.source.lagged += 1
         token, _, seq = position.rpartition(":")
         current = await self._generations.current()
         skipped = current.tail_seq - int(seq) if current and current.token == token else 0
-        self.missed += max(skipped, 0)
+        self.source.missed += max(skipped, 0)
         log.warning(
             "bus %s: the follower fell behind (%s); %d events skipped, rejoining at the tail",
             self.source.stream_id,
@@ -134,15 +129,15 @@ class BusFollower:
     def _deliver(self, item: LiveEvent) -> None:
         event = decode(item.data) if item.event == EVENT_TYPE else None
         if event is None:
-            self.undecodable += 1
+            self.source.undecodable += 1
             log.warning(
                 "bus %s: event %s is not a server event; skipped", self.source.stream_id, item.id
             )
             return
-        self.delivered += 1
+        self.source.delivered += 1
         for listener in list(self._listeners.values()):
             try:
                 listener(event)
             except Exception:  # the fan-out boundary: one listener never stops the others
-                self.listener_errors += 1
+                self.source.listener_errors += 1
                 log.exception("a bus listener raised; continuing")

@@ -4,6 +4,7 @@ stream's current one, opened only when none is live."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Protocol
 
 import anyio
@@ -14,8 +15,8 @@ log = logging.getLogger("mcp_eventlog_client.mcp.bus")
 
 
 class BusSource(Protocol):
-    """What the parts of a bus read of it, at each use: the service, the stream and the
-    options the bus was given."""
+    """What the parts of a bus read of it, at each use (the service, the stream, the
+    options the bus was given), and the bus's counters, which they keep."""
 
     client: EventLogClient
     stream_id: str
@@ -23,6 +24,13 @@ class BusSource(Protocol):
     publish_timeout: float
     outage_seconds: float
     producer: str
+    failures: Counter[str]
+    published: int
+    delivered: int
+    lagged: int
+    missed: int
+    undecodable: int
+    listener_errors: int
 
 
 class BusGenerations:

@@ -4,7 +4,7 @@ flight per bus carrying every event queued meanwhile, and failures counted, neve
 from __future__ import annotations
 
 import logging
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 import anyio
@@ -41,13 +41,9 @@ class _Entry:
 class BusPublisher:
     """Stores published events on the bus stream (see `mcp_eventlog_client.mcp.bus`)."""
 
-    def __init__(
-        self, source: BusSource, generations: BusGenerations, failures: Counter[str]
-    ) -> None:
+    def __init__(self, source: BusSource, generations: BusGenerations) -> None:
         self.source = source
         self._generations = generations
-        self.failures = failures
-        self.published = 0
         self._queue: deque[_Entry] = deque()
         self._in_flight: anyio.Event | None = None
         self._outage_until = 0.0
@@ -73,7 +69,7 @@ class BusPublisher:
                 self._outage_until = anyio.current_time() + self.source.outage_seconds
             self._failed(entry.error.code, entry.error.detail)
             return
-        self.published += 1
+        self.source.published += 1
 
     async def _sent(self, entry: _Entry) -> None:
         """Wait until `entry` was appended (or failed), flushing the queue when no one is.
@@ -131,7 +127,7 @@ class BusPublisher:
         raise EventLogError(409, "fenced", "the bus generation kept changing under the append")
 
     def _failed(self, cause: str, detail: str) -> None:
-        self.failures[cause] += 1
+        self.source.failures[cause] += 1
         log.error(
             "could not publish to bus %s (%s: %s); the event is lost",
             self.source.stream_id,
