@@ -74,6 +74,25 @@ class _Stream:
             self.pipeline = None
 
 
+def pipelined_now(durability: Durability) -> bool:
+    """Pipelined mode, where it can run (its flusher and the channel need asyncio)."""
+    if durability != "pipelined":
+        return False
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+
+
+async def _append_message(client: EventLogClient, stream: _Stream, events: list[NewEvent]) -> str:
+    """One message, one atomic append (all its parts, or none)."""
+    assert stream.generation is not None
+    result = await client.append(stream.generation, events, first_seq=stream.next_seq)
+    stream.next_seq += len(events)
+    stream.last_write = anyio.current_time()
+    return result.event_ids[-1]
+
+
 class StreamWriters:
     """Every SDK stream this process writes, by session scope and SDK stream id.
 
@@ -127,15 +146,6 @@ class StreamWriters:
             stream.forget_pipeline()
         return event_id
 
-    def pipelined(self) -> bool:
-        """Pipelined mode, where it can run (its flusher and the channel need asyncio)."""
-        if self.source.durability != "pipelined":
-            return False
-        try:
-            return sniffio.current_async_library() == "asyncio"
-        except sniffio.AsyncLibraryNotFoundError:
-            return False
-
     def _hand_now(self, stream: _Stream, data: str | None) -> str | None:
         """The message's id if its stream's pipeline takes it at once, else None."""
         pipeline = stream.pipeline
@@ -188,12 +198,12 @@ class StreamWriters:
     async def _append(
         self, scope: str, stream_id: StreamId, stream: _Stream, events: list[NewEvent]
     ) -> str:
-        if self.pipelined():
+        if pipelined_now(self.source.durability):
             return await self._hand(scope, stream_id, stream, events)
         if stream.generation is None:
             await self._open(scope, stream_id, stream)
         try:
-            return await self._append_message(stream, events)
+            return await _append_message(self.source.client, stream, events)
         except EventLogError as fenced:
             if fenced.code not in _FENCED:
                 raise
@@ -206,17 +216,7 @@ class StreamWriters:
                 fenced.code,
             )
             await self._open(scope, stream_id, stream, reason="reset")
-            return await self._append_message(stream, events)
-
-    async def _append_message(self, stream: _Stream, events: list[NewEvent]) -> str:
-        """One message, one atomic append (all its parts, or none)."""
-        assert stream.generation is not None
-        result = await self.source.client.append(
-            stream.generation, events, first_seq=stream.next_seq
-        )
-        stream.next_seq += len(events)
-        stream.last_write = anyio.current_time()
-        return result.event_ids[-1]
+            return await _append_message(self.source.client, stream, events)
 
     async def _hand(
         self, scope: str, stream_id: StreamId, stream: _Stream, events: list[NewEvent]
@@ -247,7 +247,7 @@ class StreamWriters:
         reason: GenerationReason | None = None,
     ) -> None:
         source = self.source
-        pipelined = self.pipelined()
+        pipelined = pipelined_now(source.durability)
         await self._pipelines.settle_finishing((scope, stream_id), within=source.store_timeout)
         generation = await source.client.open_generation(
             source.names.name(scope, stream_id),
