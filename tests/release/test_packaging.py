@@ -53,6 +53,19 @@ def test_the_wheel_holds_app_and_its_migrations_and_nothing_else(release: Releas
     assert b"Requires-Dist: fastapi-offline" in metadata  # /docs' assets come with it
 
 
+def test_the_python_clients_sdist_and_wheel_hold_its_package_and_not_its_tests(
+    release: Release,
+) -> None:
+    # Its tests sit beside it (clients/python/tests) and run only inside the repository.
+    with tarfile.open(release.only("mcp_eventlog_client-*.tar.gz")) as sdist:
+        files = {m.name.split("/", 1)[1] for m in sdist.getmembers() if m.isfile()}
+    outside = {name for name in files if not name.startswith("src/mcp_eventlog_client")}
+    assert outside <= {"MANIFEST.in", "PKG-INFO", "README.md", "pyproject.toml", "setup.cfg"}
+    with zipfile.ZipFile(release.client_wheel) as wheel:
+        tops = {name.split("/", 1)[0] for name in wheel.namelist()}
+    assert {top.split("-", 1)[0] for top in tops} == {"mcp_eventlog_client"}
+
+
 def test_a_checkout_finds_the_top_level_migrations() -> None:
     # The editable install maps `app.migrations` onto the repository's migrations/.
     assert migrations_dir() == REPO / "migrations"

@@ -15,9 +15,10 @@ Server processes (`processes.py`): the one way to run a real server process
     `ServerProcess.program(argv, port=...)`: any Python program serving HTTP.
     `running_server(env)` yields a URL; `eventlog_service(database_url, workdir, env=...)`
     a service migrating on start; `mcp_server(eventlog_url, workdir)` the test MCP server
-    (`mcp_server.py`) in front of one; `deployment.py` names that pair for tests/mcp.
+    (`mcp_server.py`) in front of one; `deployment.py` names that pair for
+    clients/python/tests/mcp, and `sdk_session.py` is the SDK's client of it.
     `bus_server.py`: an MCP server (2026-07-28) whose bus is `EventLogSubscriptionBus`,
-    run twice as two replicas by tests/mcp/test_bus.py.
+    run twice as two replicas by clients/python/tests/mcp/test_bus.py.
     `hostile_service.hostile_service(workdir)`: a fake service that misbehaves by key
     (HTML, drips, endless and gzip-bomb bodies, bad SSE frames, redirects);
     `hostile_calls.py` runs one client call against it in a process of its own and

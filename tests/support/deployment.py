@@ -1,6 +1,6 @@
-"""The MCP deployment the end-to-end tests run against (`tests/mcp/conftest.py` starts it):
-the event-log service and the test MCP server as processes, and the calls tests make to them
-past the MCP client."""
+"""The MCP deployment the end-to-end tests run against
+(`clients/python/tests/mcp/conftest.py` starts it): the event-log service and the test MCP
+server as processes, and the calls tests make to them past the MCP client."""
 
 from __future__ import annotations
 

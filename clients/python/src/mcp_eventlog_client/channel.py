@@ -33,28 +33,23 @@ logged.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import sniffio
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
+from mcp_eventlog_client.channel_link import Frame, Link, lease_outcomes, size_hint
 from mcp_eventlog_client.connection import ServiceConnection
 from mcp_eventlog_client.errors import (
     DeadlineExceeded,
     EventLogError,
-    MalformedResponse,
     ServiceUnreachable,
-    error_for,
 )
-from mcp_eventlog_client.models import AppendResult, Lease, read_answer
+from mcp_eventlog_client.models import AppendResult, Lease
 
 log = logging.getLogger(__name__)
 
@@ -86,31 +81,6 @@ class _NoRedirects(connect):
 
     def process_redirect(self, exc: Exception) -> Exception | str:
         return exc
-
-
-@dataclass(eq=False, slots=True)
-class _Frame:
-    """One append on its way: sent (perhaps again) until it is answered or fails."""
-
-    body: dict[str, Any]
-    reader: Callable[[dict[str, Any]], Any]  # the answer's model (`AppendResult`, `Lease`)
-    idempotent: bool
-    future: asyncio.Future[Any]
-    id: int = 0
-    sends: int = 0
-    link: _Link | None = None
-
-
-@dataclass(eq=False, slots=True)
-class _Link:
-    """One WebSocket connection and the frames sent on it that wait for their answer."""
-
-    ws: ClientConnection
-    frames: deque[_Frame] = field(default_factory=deque)
-    error: EventLogError | None = None
-    unavailable: ChannelUnavailable | None = None
-    closed: bool = False
-    reader: asyncio.Task[None] | None = None
 
 
 class AppendChannel:
@@ -146,7 +116,7 @@ class AppendChannel:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots = asyncio.Semaphore(max_in_flight)
         self._lock = asyncio.Lock()
-        self._link: _Link | None = None
+        self._link: Link | None = None
         self._next_id = 0
         self._down_until = 0.0
         self._closed = False
@@ -176,7 +146,7 @@ class AppendChannel:
         one write; each generation's `Lease`, or the error that refused it."""
         body = {"generations": generations, "lease": True}
         outcomes: dict[str, Lease | EventLogError] = await self._send(
-            body, _lease_outcomes, idempotent=True
+            body, lease_outcomes, idempotent=True
         )
         return outcomes
 
@@ -184,7 +154,7 @@ class AppendChannel:
         self, body: dict[str, Any], reader: Callable[[dict[str, Any]], Any], *, idempotent: bool
     ) -> Any:
         self._bind()
-        text_size = _size_hint(body)
+        text_size = size_hint(body)
         if text_size > self.max_frame_bytes:
             raise self._fallback("frame_too_large", f"about {text_size} bytes")
         if time.monotonic() < self._down_until:
@@ -206,7 +176,7 @@ class AppendChannel:
         self, body: dict[str, Any], reader: Callable[[dict[str, Any]], Any], idempotent: bool
     ) -> Any:
         loop = asyncio.get_running_loop()
-        frame = _Frame(body, reader, idempotent, loop.create_future())
+        frame = Frame(body, reader, idempotent, loop.create_future())
         try:
             async with self._lock:
                 link = self._link
@@ -225,7 +195,7 @@ class AppendChannel:
                     # the frame resent on a new one (or failed, if it may not be).
                     if link is not None and link is frame.link:
                         detail = f"no answer within {self.connection.timeout:g} s"
-                        self._fail(link, DeadlineExceeded(0, DeadlineExceeded.code, detail))
+                        link.fail(DeadlineExceeded(0, DeadlineExceeded.code, detail))
         finally:
             if not frame.future.done():
                 frame.future.cancel()  # given up: its answer, if any, is dropped
@@ -258,7 +228,7 @@ class AppendChannel:
 
     # -- the connection's side --------------------------------------------------------
 
-    async def _open(self) -> _Link:
+    async def _open(self) -> Link:
         """A new link (under `_lock`); `ChannelUnavailable` when no WebSocket can be had."""
         if self._closed:
             raise self._fallback("closed", "the channel was closed", quiet=True)
@@ -290,47 +260,31 @@ class AppendChannel:
             self._down_until = time.monotonic() + self.retry_seconds
             detail = str(error) or type(error).__name__
             raise self._fallback("upgrade_failed", detail) from error
-        link = _Link(ws)
+        link = Link(ws, self.url)
         link.reader = asyncio.get_running_loop().create_task(self._read(link))
         self._link = link
         return link
 
-    async def _put(self, link: _Link, frame: _Frame) -> None:
-        """Send `frame` on `link` (under `_lock`, so the wire order is `link.frames`'s)."""
+    async def _put(self, link: Link, frame: Frame) -> None:
+        """Send `frame` on `link` (under `_lock`) with the channel's next frame id."""
         self._next_id += 1
-        frame.id = self._next_id
-        frame.sends += 1
-        frame.link = link
-        link.frames.append(frame)
-        text = json.dumps({"id": frame.id, **frame.body}, separators=(",", ":"), ensure_ascii=False)
-        # Shielded: a caller that gives up mid-send must not leave a frame in `link.frames`
-        # that never went out (the next answer would then look like another frame's). A
-        # closed link: its reader sees the close and resends what is unanswered.
-        with contextlib.suppress(ConnectionClosed):
-            await asyncio.shield(link.ws.send(text))
+        await link.put(frame, self._next_id)
 
-    def _fail(self, link: _Link, error: EventLogError) -> None:
-        """Give `link` up: its reader ends, and recovery resends or fails its frames."""
-        if link.closed:
-            return
-        link.closed = True
-        link.error = error
-        link.ws.transport.abort()
-
-    async def _read(self, link: _Link) -> None:
+    async def _read(self, link: Link) -> None:
         """Match answers to frames until the link ends; then recover its frames."""
+        refused: ChannelUnavailable | None = None
         try:
             while True:
                 message = await link.ws.recv()
-                problem = self._answer(link, message)
+                problem = link.answer(message)
                 if problem is not None:
-                    self._fail(link, problem)
+                    link.fail(problem)
                     break
         except ConnectionClosed as closed:
             if closed.rcvd is not None and closed.rcvd.code == TRY_AGAIN_LATER:
                 # The key holds as many channels as the service allows: REST for a while.
                 self._down_until = time.monotonic() + self.retry_seconds
-                link.unavailable = self._fallback("too_many_channels", closed.rcvd.reason)
+                refused = self._fallback("too_many_channels", closed.rcvd.reason)
             if link.error is None:
                 how = closed.rcvd or closed.sent
                 said = f" ({how.code} {how.reason})".rstrip() if how is not None else ""
@@ -346,69 +300,22 @@ class AppendChannel:
             )
         link.closed = True
         link.ws.transport.abort()
-        await self._recover(link)
+        await self._recover(link, refused)
 
-    def _answer(self, link: _Link, message: str | bytes) -> MalformedResponse | None:
-        """Resolve the oldest frame with `message`; a problem when it is not an answer."""
-        if isinstance(message, bytes):
-            return self._garbage(link, "a binary frame")
-        try:
-            doc = json.loads(message)
-        except ValueError:
-            return self._garbage(link, f"a frame that is not JSON: {message[:80]!r}")
-        if not isinstance(doc, dict) or type(doc.get("id")) is not int:
-            return self._garbage(link, f"a frame without an id: {message[:80]!r}")
-        if not link.frames or link.frames[0].id != doc["id"]:
-            expected = link.frames[0].id if link.frames else None
-            return self._garbage(link, f"an answer to frame {doc['id']}, expected {expected}")
-        frame = link.frames.popleft()
-        if frame.future.done():
-            return None  # its caller gave up
-        status = doc.get("status")
-        if status in (200, 201) and type(status) is int:
-            try:
-                result = read_answer(frame.reader, doc)
-            except MalformedResponse as error:
-                frame.future.set_exception(error)
-                return None
-            sent = len(frame.body.get("events", ()))
-            if sent and len(result.event_ids) != sent:
-                detail = f"{len(result.event_ids)} ids for {sent} events"
-                frame.future.set_exception(
-                    MalformedResponse(status, MalformedResponse.code, detail)
-                )
-            else:
-                frame.future.set_result(result)
-        elif type(status) is int and 400 <= status <= 599 and isinstance(doc.get("code"), str):
-            frame.future.set_exception(error_for(status, doc["code"], str(doc.get("detail") or "")))
-        else:
-            detail = f"an answer without a status of the contract: {message[:80]!r}"
-            frame.future.set_exception(MalformedResponse(0, MalformedResponse.code, detail))
-        return None
-
-    def _garbage(self, link: _Link, what: str) -> MalformedResponse:
-        """The oldest frame fails untrusted; the channel is then given up."""
-        error = MalformedResponse(0, MalformedResponse.code, f"the append channel sent {what}")
-        if link.frames:
-            frame = link.frames.popleft()
-            if not frame.future.done():
-                frame.future.set_exception(error)
-        log.error("the append channel %s sent %s; closing it", self.url, what)
-        return error
-
-    async def _recover(self, link: _Link) -> None:
-        """Resend `link`'s unanswered frames, in order, on a new link (or fail them)."""
+    async def _recover(self, link: Link, refused: ChannelUnavailable | None) -> None:
+        """Resend `link`'s unanswered frames, in order, on a new link (or fail them; when
+        the channel was `refused` to this key, their callers go over REST)."""
         error = link.error or ServiceUnreachable(0, ServiceUnreachable.code, "channel lost")
         async with self._lock:
             if self._link is link:
                 self._link = None
-            keep = self._survivors(link, error)
+            keep = link.survivors(error, self.connection.retry.attempts)
             link.frames.clear()
             if not keep:
                 return
-            if link.unavailable is not None:
+            if refused is not None:
                 for frame in keep:  # their callers send them over REST (same first_seq)
-                    frame.future.set_exception(link.unavailable)
+                    frame.future.set_exception(refused)
                 return
             log.warning(
                 "the append channel %s dropped (%s); resending %d frame(s)",
@@ -430,7 +337,7 @@ class AppendChannel:
                             ServiceUnreachable(0, ServiceUnreachable.code, detail)
                         )
 
-    async def _resend(self, keep: list[_Frame]) -> None:
+    async def _resend(self, keep: list[Frame]) -> None:
         """After the backoff, `keep` on the current link or a new one, in their order."""
         await asyncio.sleep(self.connection.retry.delay(keep[0].sends - 1))
         current = self._link
@@ -440,20 +347,6 @@ class AppendChannel:
             if not frame.future.done():
                 self.resent += 1
                 await self._put(new, frame)
-
-    def _survivors(self, link: _Link, error: EventLogError) -> list[_Frame]:
-        keep = []
-        for frame in link.frames:
-            if frame.future.done():
-                continue
-            if not frame.idempotent:
-                detail = f"{error.detail}; not resent (no first_seq: it may have been stored)"
-                frame.future.set_exception(ServiceUnreachable(0, ServiceUnreachable.code, detail))
-            elif frame.sends >= self.connection.retry.attempts:
-                frame.future.set_exception(error)
-            else:
-                keep.append(frame)
-        return keep
 
     async def aclose(self) -> None:
         """Close the WebSocket; later appends go over REST."""
@@ -469,27 +362,3 @@ class AppendChannel:
             pass
         if link.reader is not None:
             link.reader.cancel()
-
-
-def _lease_outcomes(body: dict[str, Any]) -> dict[str, Lease | EventLogError]:
-    """The answer to a many-generation lease frame: each generation's lease or refusal."""
-    outcomes: dict[str, Lease | EventLogError] = {}
-    for entry in body["leases"]:
-        status = entry["status"]
-        if status == 200:
-            lease = Lease.from_json(entry)
-            outcomes[lease.generation] = lease
-        else:
-            token = entry["generation"]
-            outcomes[token] = error_for(int(status), str(entry["code"]), str(entry.get("detail")))
-    return outcomes
-
-
-def _size_hint(body: dict[str, Any]) -> int:
-    """About the frame's size in bytes (its events' data), without encoding it twice."""
-    size = 128
-    for event in body.get("events", ()):
-        data = event.get("data") or ""
-        size += 32 + len(data) * (1 if data.isascii() else 3)
-        size += len(event.get("event") or "")
-    return size

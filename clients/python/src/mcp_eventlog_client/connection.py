@@ -192,6 +192,25 @@ class ServiceConnection:
             await anyio.sleep(self.retry.delay(attempt, answer.retry_after()))
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
+    async def long_poll(
+        self, path: str, *, params: dict[str, Any], wait: float | None = None
+    ) -> Any:
+        """`GET path` with `params`, retried (a read is idempotent), and its JSON body.
+
+        With `wait` (seconds) the service holds an empty answer until something arrives or
+        `wait` runs out (its `wait` parameter), so each attempt may take the connection's
+        `timeout` plus `wait` before it counts as no answer.
+        """
+        if wait is None:
+            return await self.request("GET", path, params=params, retry=True)
+        return await self.request(
+            "GET",
+            path,
+            params={**params, "wait": wait},
+            retry=True,
+            attempt_timeout=self.timeout + wait,
+        )
+
     async def _exchange(self, request: httpx.Request, attempt_timeout: float | None) -> Answer:
         """One attempt: the whole answer within the deadline, its body read under the cap."""
         seconds = self.timeout if attempt_timeout is None else attempt_timeout

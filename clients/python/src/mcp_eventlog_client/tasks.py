@@ -27,215 +27,39 @@ transition of an already-changed task.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self, get_args
+from typing import Any, Self
 from urllib.parse import quote
 
 import httpx
 
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
 from mcp_eventlog_client.live import Follower, LiveItem
-from mcp_eventlog_client.models import NewEvent, StoredEvent, read_answer
+from mcp_eventlog_client.models import NewEvent, read_answer
+from mcp_eventlog_client.task_records import (
+    TASK_STATUSES,
+    TERMINAL_STATUSES,
+    InputAnswer,
+    Task,
+    TaskAppend,
+    TaskEventsPage,
+    TaskStatus,
+)
 
-TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-TASK_STATUSES: frozenset[str] = frozenset(get_args(TaskStatus))
+__all__ = [
+    "TASK_STATUSES",
+    "TERMINAL_STATUSES",
+    "InputAnswer",
+    "Task",
+    "TaskAppend",
+    "TaskClient",
+    "TaskEventsPage",
+    "TaskStatus",
+]
 
 
 def _segment(value: str) -> str:
     return quote(value, safe="")
-
-
-def _req(body: Mapping[str, Any], name: str, *kinds: type) -> Any:
-    value = body[name]
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise TypeError(f"{name!r} is {type(value).__name__}")
-    return value
-
-
-def _opt(body: Mapping[str, Any], name: str, *kinds: type) -> Any:
-    value = body.get(name)
-    return None if value is None else _req(body, name, *kinds)
-
-
-def _time(body: Mapping[str, Any], name: str) -> datetime:
-    return datetime.fromisoformat(_req(body, name, str))
-
-
-def _opt_time(body: Mapping[str, Any], name: str) -> datetime | None:
-    value = _opt(body, name, str)
-    return None if value is None else datetime.fromisoformat(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """A task as the service answers it.
-
-    `result` is set when `completed` (the tool's `CallToolResult`, a tool error included),
-    `error` when `failed` (a JSON-RPC error object; `error["data"]["reason"] ==
-    "worker_lost"` when its worker's lease ran out), `input_requests` and
-    `input_responses` (the answers given so far in this round) when `input_required`.
-    `attempt` is the fencing token of the one worker allowed to write it.
-    """
-
-    task_id: str
-    status: TaskStatus
-    status_message: str | None
-    created_at: datetime
-    last_updated_at: datetime
-    ttl_ms: int
-    poll_interval_ms: int
-    attempt: int
-    generation: str
-    lease_expires_at: datetime | None
-    cancel_requested: bool
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    input_requests: dict[str, Any] | None = None
-    input_responses: dict[str, Any] | None = None
-
-    @property
-    def terminal(self) -> bool:
-        """Whether the task settled (`completed`, `failed`, `cancelled`): it never changes again."""
-        return self.status in TERMINAL_STATUSES
-
-    @property
-    def worker_lost(self) -> bool:
-        """Whether the task failed because its worker stopped renewing its lease."""
-        data = (self.error or {}).get("data")
-        return isinstance(data, dict) and data.get("reason") == "worker_lost"
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Task:
-        """Read a task object of the contract."""
-        status = _req(body, "status", str)
-        if status not in TASK_STATUSES:
-            raise ValueError(f"'status' is {status!r}")
-        return cls(
-            task_id=_req(body, "task_id", str),
-            status=status,
-            status_message=_opt(body, "status_message", str),
-            created_at=_time(body, "created_at"),
-            last_updated_at=_time(body, "last_updated_at"),
-            ttl_ms=_req(body, "ttl_ms", int),
-            poll_interval_ms=_req(body, "poll_interval_ms", int),
-            attempt=_req(body, "attempt", int),
-            generation=_req(body, "generation", str),
-            lease_expires_at=_opt_time(body, "lease_expires_at"),
-            cancel_requested=_req(body, "cancel_requested", bool),
-            result=_opt(body, "result", dict),
-            error=_opt(body, "error", dict),
-            input_requests=_opt(body, "input_requests", dict),
-            input_responses=_opt(body, "input_responses", dict),
-        )
-
-    def to_mcp(self) -> dict[str, Any]:
-        """The task as MCP's tasks extension shows it (SEP-2663 `DetailedTask`, camelCase):
-        what `tasks/get` answers and `CreateTaskResult` carries (add its `resultType`)."""
-        shown: dict[str, Any] = {
-            "taskId": self.task_id,
-            "status": self.status,
-            "createdAt": _iso(self.created_at),
-            "lastUpdatedAt": _iso(self.last_updated_at),
-            "ttlMs": self.ttl_ms,
-            "pollIntervalMs": self.poll_interval_ms,
-        }
-        if self.status_message is not None:
-            shown["statusMessage"] = self.status_message
-        if self.status == "completed" and self.result is not None:
-            shown["result"] = self.result
-        if self.status == "failed" and self.error is not None:
-            shown["error"] = self.error
-        if self.status == "input_required":
-            answered = self.input_responses or {}
-            # Outstanding requests only: an answered key is not asked again.
-            shown["inputRequests"] = {
-                key: request
-                for key, request in (self.input_requests or {}).items()
-                if key not in answered
-            }
-        return shown
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-@dataclass(frozen=True, slots=True)
-class InputAnswer:
-    """The task after the requester's answers, and the keys it took (the others were
-    ignored: not asked in this round, or answered already)."""
-
-    task: Task
-    accepted: tuple[str, ...]
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> InputAnswer:
-        """Read an input response."""
-        accepted = _req(body, "accepted", list)
-        return cls(task=Task.from_json(body), accepted=tuple(str(key) for key in accepted))
-
-
-@dataclass(frozen=True, slots=True)
-class TaskAppend:
-    """The ids of a task's appended progress events, and the worker's lease after it."""
-
-    task_id: str
-    attempt: int
-    generation: str
-    event_ids: tuple[str, ...]
-    tail_seq: int
-    duplicate: bool
-    lease_expires_at: datetime | None
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> TaskAppend:
-        """Read a task append response."""
-        return cls(
-            task_id=_req(body, "task_id", str),
-            attempt=_req(body, "attempt", int),
-            generation=_req(body, "generation", str),
-            event_ids=tuple(_req({"id": i}, "id", str) for i in _req(body, "event_ids", list)),
-            tail_seq=_req(body, "tail_seq", int),
-            duplicate=_req(body, "duplicate", bool),
-            lease_expires_at=_opt_time(body, "lease_expires_at"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class TaskEventsPage:
-    """A page of the current attempt's events.
-
-    A reader that sees `attempt` change (or `superseded`) discards what it read and starts
-    over at `after=0`: the new attempt is a new run, never spliced onto the old one.
-    """
-
-    task_id: str
-    attempt: int
-    generation: str
-    events: tuple[StoredEvent, ...]
-    next_after: int | None
-    head_seq: int
-    tail_seq: int
-    terminal: bool
-    superseded: bool
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> TaskEventsPage:
-        """Read a task events page."""
-        return cls(
-            task_id=_req(body, "task_id", str),
-            attempt=_req(body, "attempt", int),
-            generation=_req(body, "generation", str),
-            events=tuple(StoredEvent.from_json(e) for e in _req(body, "events", list)),
-            next_after=_opt(body, "next_after", int),
-            head_seq=_req(body, "head_seq", int),
-            tail_seq=_req(body, "tail_seq", int),
-            terminal=_req(body, "terminal", bool),
-            superseded=bool(_opt(body, "superseded", bool)),
-        )
 
 
 class _TaskFollower(Follower):
@@ -375,13 +199,10 @@ class TaskClient:
     ) -> TaskEventsPage:
         """The current attempt's events after seq `after` (`wait`: a long-poll, in seconds).
         `Evicted` (its `detail` names the earliest seq) rather than skip any."""
-        params = _body(principal=principal, after=after, limit=limit, wait=wait)
-        answer = await self.connection.request(
-            "GET",
+        answer = await self.connection.long_poll(
             f"/v1/tasks/{_segment(task_id)}/events",
-            params=params,
-            retry=True,
-            attempt_timeout=None if wait is None else self.connection.timeout + wait,
+            params=_body(principal=principal, after=after, limit=limit),
+            wait=wait,
         )
         return read_answer(TaskEventsPage.from_json, answer)
 

@@ -258,14 +258,8 @@ class EventLogClient:
         params: dict[str, Any] = {"after": after}
         if limit is not None:
             params["limit"] = limit
-        if wait is not None:
-            params["wait"] = wait
-        answer = await self.connection.request(
-            "GET",
-            f"/v1/generations/{_segment(generation)}/events",
-            params=params,
-            retry=True,
-            attempt_timeout=None if wait is None else self.connection.timeout + wait,
+        answer = await self.connection.long_poll(
+            f"/v1/generations/{_segment(generation)}/events", params=params, wait=wait
         )
         return read_answer(EventPage.from_json, answer)
 

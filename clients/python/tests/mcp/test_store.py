@@ -163,7 +163,7 @@ async def test_an_id_the_service_does_not_know_is_refused(
         assert await store.replay_events_after(last_event_id, sent) is None
     assert reason_of(sent.refusal) == ("invalid", reason)
     # No request to name: no `id` member at all (the MCP schema's `id?`), never `null`,
-    # which the TypeScript v2 client drops before reconnecting and waiting (issue 20.2).
+    # which the TypeScript v2 client drops before reconnecting and waiting.
     (event,) = sent.events
     wire = json.loads(event.message.model_dump_json(by_alias=True, exclude_unset=True))
     assert "id" not in wire

@@ -21,8 +21,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_eventlog_client import EventLogClient, NewEvent
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, progress_of, text_of
 from tests.support.deployment import Deployment
+from tests.support.sdk_session import Progress, call_progress, mcp_client, progress_of, text_of
 
 pytestmark = pytest.mark.process
 

@@ -1,4 +1,4 @@
-"""`EventLogSubscriptionBus`: server events across replicas, through the service (issue 20.3).
+"""`EventLogSubscriptionBus`: server events across replicas, through the service.
 
 Real processes: the service, and two MCP servers (`tests.support.bus_server`, the SDK's
 `MCPServer` with the bus) as two replicas; the SDK's client speaks 2026-07-28 to them
@@ -214,7 +214,7 @@ async def test_retention_is_bounded_and_a_follower_behind_it_rejoins_at_the_tail
         # A follower whose place (seq 1) was evicted meanwhile: it is told `evicted`,
         # counts what it skipped, and rejoins at the tail instead of waiting for ever.
         with anyio.fail_after(10):
-            rejoin = await behind._follow(f"{view.current.token}:1")
+            rejoin = await behind._follower.follow(f"{view.current.token}:1")
         assert rejoin is None
         assert (behind.lagged, behind.missed, heard) == (1, 29, [])
         await publisher.client.aclose()

@@ -3,9 +3,9 @@
 Real processes: the hostile fake service (`tests.support.hostile_service`), the test MCP
 server with the store pointed at it (its writer key picks the misbehaviour), and the SDK's
 client. The `ws-…` keys accept the store's append channel and then answer its frames
-with garbage, nothing, or a closed channel. Before issue 21.3 an HTML answer raised
-`JSONDecodeError` out of `store_event` (the SDK answered 500 and the session ended), a
-drip held the session for good, and an endless body grew the MCP server without bound.
+with garbage, nothing, or a closed channel. None of them may raise out of `store_event`
+(the SDK would answer 500 and end the session), hold the session past the store's
+deadline, or grow the MCP server without bound.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import anyio
 import httpx
 import pytest
 
-from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.hostile_service import hostile_service
 from tests.support.processes import mcp_server
+from tests.support.sdk_session import Progress, call_progress, mcp_client, text_of
 
 pytestmark = pytest.mark.process
 
@@ -41,7 +41,7 @@ HOSTILE = pytest.mark.parametrize(
         ("huge", "response_too_large"),
         ("gzip-bomb", "response_too_large"),
         ("drip", "timeout"),
-        # The append channel accepted, then misbehaving (issue 19.1).
+        # The append channel accepted, then misbehaving.
         ("ws-garbage", "malformed_response"),
         ("ws-binary", "malformed_response"),
         ("ws-wrong-id", "malformed_response"),
@@ -49,7 +49,7 @@ HOSTILE = pytest.mark.parametrize(
         ("ws-silent", "timeout"),
         ("ws-close", "unreachable"),
         # Closed at the announced size (1009): a timeout, or unreachable when the closing
-        # handshake completes first (as tests/client/test_hostile_service.py's ws-huge).
+        # handshake completes first (as the client's own test_hostile_service.py's ws-huge).
         ("ws-huge", "timeout|unreachable"),
     ],
 )

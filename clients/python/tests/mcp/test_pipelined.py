@@ -28,7 +28,6 @@ from mcp_eventlog_client import EventLogClient, Verdict
 from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
 from mcp_types import JSONRPCNotification
 
-from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.mcp_raw import PROTOCOL, initialize
 from tests.support.processes import (
@@ -36,6 +35,7 @@ from tests.support.processes import (
     eventlog_service,
     mcp_server_process,
 )
+from tests.support.sdk_session import Progress, call_progress, mcp_client, text_of
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.process

@@ -1,4 +1,4 @@
-"""The client against a service that misbehaves on purpose, in a real process (issue 21.3).
+"""The client against a service that misbehaves on purpose, in a real process.
 
 `tests.support.hostile_service` answers HTML, drips, sends endless and inflating bodies,
 endless SSE lines, malformed frames and redirects to another host; each call runs in a
@@ -106,7 +106,7 @@ def test_a_redirect_is_never_followed(hostile: str, call: str) -> None:
     assert seen == {"elsewhere": 0}
 
 
-# The append channel (issue 19.1): the upgrade is accepted, then every frame is answered
+# The append channel: the upgrade is accepted, then every frame is answered
 # badly. Each ends in a typed error of the tree, within the attempt's deadline, over the
 # channel (no append fell back to REST), with memory bounded by the answer cap (1 MiB).
 @pytest.mark.parametrize(

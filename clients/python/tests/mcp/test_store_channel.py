@@ -18,10 +18,10 @@ import httpx
 import pytest
 from mcp_eventlog_client import EventLogClient
 
-from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client, text_of
 from tests.support.deployment import Deployment
 from tests.support.processes import mcp_server
 from tests.support.relay import relay_process
+from tests.support.sdk_session import Progress, call_progress, mcp_client, text_of
 
 pytestmark = pytest.mark.process
 
@@ -59,7 +59,7 @@ async def test_a_channel_cut_mid_stream_is_resent_and_stored_once_in_order(
     # Per event, each notification waits for its frame's answer, so the cuts at steps 40,
     # 100 and 160 each land on a channel with a frame in flight. (Pipelined, a burst of
     # notifications outruns its frames and a cut may find no channel open: the pipelined
-    # store's cut channel is tests/mcp/test_pipelined.py's flaky-channel test.)
+    # store's cut channel is test_pipelined.py's flaky-channel test.)
     with (
         relay_process(deployment.eventlog, tmp_path) as relay,
         mcp_server(relay.url, tmp_path, "--durability", "per_event") as url,

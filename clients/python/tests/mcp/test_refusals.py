@@ -1,4 +1,4 @@
-"""Every refusal of the shared table, seen by each official client (issue 20.2).
+"""Every refusal of the shared table, seen by each official client.
 
 Real processes: the service, MCP servers with the store (`tests.support.mcp_server`), and
 the official clients: the Python SDK's (2.3.0, in this process), TypeScript v1
@@ -29,9 +29,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_eventlog_client.mcp import RESUME_REFUSED
 
-from tests.mcp.test_end_to_end import Progress, call_progress, mcp_client
 from tests.support.deployment import Deployment, service
 from tests.support.processes import mcp_server
+from tests.support.sdk_session import Progress, call_progress, mcp_client
 from tests.support.ts_harness import ts_client
 
 pytestmark = pytest.mark.process
