@@ -12,11 +12,11 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from app.errors import StorageError
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
-from app.settings import Settings
 from app.storage.database import Database
 
 log = logging.getLogger(__name__)
@@ -40,14 +40,18 @@ async def periodically(
             logger.warning(failed, error)
 
 
-class PeriodicWorker:
-    """What a periodic worker over the database holds: the database, the settings (its
-    period and batch sizes among them), the observer it reports to and its clock."""
+SliceT = TypeVar("SliceT")
+
+
+class PeriodicWorker(Generic[SliceT]):
+    """What a periodic worker over the database holds: the database, its slice of the
+    settings (its period and batch sizes among them), the observer it reports to and its
+    clock."""
 
     def __init__(
         self,
         database: Database,
-        settings: Settings,
+        settings: SliceT,
         *,
         observer: Observer | None = None,
         clock: Clock = utc_now,

@@ -68,7 +68,7 @@ class EventLogService:
         self._settings = settings
         self._observer = observer
         self._clock = clock
-        self.leases = leases or Leases(database, settings, observer, clock)
+        self.leases = leases or Leases(database, settings.leases, observer, clock)
         self._catch_up = catch_up
 
     async def open_generation(

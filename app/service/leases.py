@@ -21,7 +21,7 @@ from app.errors import ConflictingBatch, Rejected, StorageError
 from app.service.background import periodically
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
-from app.settings import Settings
+from app.settings.slices import LeaseSettings
 from app.storage import generations
 from app.storage.database import Database
 from app.storage.records import Abandoned, Lease
@@ -37,7 +37,7 @@ class Leases:
     def __init__(
         self,
         database: Database,
-        settings: Settings,
+        settings: LeaseSettings,
         observer: Observer,
         clock: Clock = utc_now,
     ) -> None:
@@ -115,7 +115,7 @@ class Leases:
     async def run(self) -> None:
         """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
         await periodically(
-            self._settings.lease_sweep_seconds,
+            self._settings.sweep_seconds,
             self.sweep_once,
             logger=log,
             failed="lease sweep failed, retrying next period: %s",

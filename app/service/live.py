@@ -35,7 +35,7 @@ from app.service.hub import Hub, Watch
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath, Step
 from app.service.sharing import Encode, Handoffs, SharedFrames, SharedReads
-from app.settings import Settings
+from app.settings.slices import LiveLimits, PageLimits
 from app.storage.records import EventPage, GenerationRecord
 
 log = logging.getLogger(__name__)
@@ -101,14 +101,16 @@ class LiveReads:
         reads: ReadPath,
         hub: Hub,
         admission: Admission,
-        settings: Settings,
+        limits: LiveLimits,
+        pages: PageLimits,
         observer: Observer,
     ) -> None:
         self._eventlog = eventlog
         self._reads = reads
         self._hub = hub
         self._admission = admission
-        self._settings = settings
+        self._limits = limits
+        self._pages = pages
         self._observer = observer
         self._shared = SharedReads(kept_for=_SHARED_READ_KEPT_S)
         self.handoffs = Handoffs()
@@ -139,7 +141,7 @@ class LiveReads:
             last_event_id,
             asked_stream=stream_id,
             limit=self._page_limit,
-            max_bytes=self._settings.live_page_bytes,
+            max_bytes=self._limits.page_bytes,
         )
         decision = reading.decision
         if decision.verdict is Verdict.INVALID:
@@ -167,7 +169,7 @@ class LiveReads:
 
     @property
     def _page_limit(self) -> int:
-        return self._settings.default_page_limit
+        return self._pages.default_limit
 
     async def frames(self, follow: Follow) -> AsyncGenerator[Sequence[Frame]]:
         """The frames of a live read, a read's worth at a time, until the generation ends
@@ -186,7 +188,7 @@ class LiveReads:
         `EVENTLOG_LIVE_CHUNK_BYTES`, held in the process's budget of bytes in flight
         while it is (a reader that does not read holds one page, never more, and the
         next page is read only once there is room for it)."""
-        size = self._settings.live_chunk_bytes
+        size = self._limits.chunk_bytes
         with self._serving(follow) as watch:
             async for batch in self._serve(follow, watch):
                 body = self._frames.encoded(batch, encode)
@@ -210,7 +212,7 @@ class LiveReads:
             follow.close()
 
     async def _serve(self, follow: Follow, watch: Watch) -> AsyncIterator[Sequence[Frame]]:
-        deadline = time.monotonic() + self._settings.live_max_seconds
+        deadline = time.monotonic() + self._limits.max_seconds
         reading, epoch = follow.reading, follow.last_epoch
         cursor: _Cursor | None = None
         opening: list[Frame] = []
@@ -239,7 +241,7 @@ class LiveReads:
         while time.monotonic() < deadline:
             watch.arm()  # before reading: a change during the read rings it
             if self._hub.draining:  # the process stops: reconnect, elsewhere
-                yield (Closing(self._settings.live_retry_ms),)
+                yield (Closing(self._limits.retry_ms),)
                 return
             if cursor is None:
                 cursor, epoch = await self._next_generation(follow.stream_pk, epoch)
@@ -259,7 +261,7 @@ class LiveReads:
                 if turn.again:
                     continue
             remaining = deadline - time.monotonic()
-            heartbeat = self._settings.live_heartbeat_seconds
+            heartbeat = self._limits.heartbeat_seconds
             if not await watch.wait(min(heartbeat, remaining)) and remaining > heartbeat:
                 yield (Heartbeat(),)
 
@@ -268,7 +270,7 @@ class LiveReads:
         handed = self.handoffs.handed(follow.stream_pk, token, after)
         if handed is not None and handed.page is not None and len(handed.page.events) <= limit:
             return handed  # what this process just appended: no need to read it back
-        max_bytes = self._settings.live_page_bytes
+        max_bytes = self._limits.page_bytes
         return await self._shared.read(
             follow.stream_pk,
             ("step", follow.tenant, token, after, limit),

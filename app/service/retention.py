@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 _PURGE_BATCH = 500
 
 
-class RetentionWorker(PeriodicWorker):
+class RetentionWorker(PeriodicWorker[Retention]):
     """Runs retention passes, once (`mcp-eventlog gc`) or every interval (`serve`)."""
 
     async def run_once(self) -> RetentionPass:
@@ -48,7 +48,7 @@ class RetentionWorker(PeriodicWorker):
     async def run(self) -> None:
         """A pass every `retention_interval_seconds`, for ever (a background task)."""
         await periodically(
-            self._settings.retention_interval_seconds,
+            self._settings.interval_seconds,
             self._run_logged,
             logger=log,
             failed="retention pass failed, retrying next interval: %s",
@@ -80,7 +80,7 @@ class RetentionWorker(PeriodicWorker):
 
     async def _pass(self) -> RetentionPass:
         s, now = self._settings, self._clock()
-        batch = s.retention_batch_size
+        batch = s.batch_size
 
         def expire(conn: Connection) -> list[Tombstoned]:
             return retention.expire_due(conn, now, batch)

@@ -11,7 +11,7 @@ from app.domain.ids import StreamKey
 from app.domain.tasks import task_stream_id
 from app.errors import UnknownTask
 from app.service.clock import Clock, utc_now
-from app.settings import Settings
+from app.settings.slices import PageLimits
 from app.storage import events, generations
 from app.storage import tasks as store
 from app.storage.database import Database
@@ -35,9 +35,9 @@ class TaskDetail:
 class TaskAdmin:
     """Operator reads of tasks (across tenants)."""
 
-    def __init__(self, database: Database, settings: Settings, clock: Clock = utc_now) -> None:
+    def __init__(self, database: Database, pages: PageLimits, clock: Clock = utc_now) -> None:
         self._database = database
-        self._max_bytes = settings.max_page_bytes
+        self._max_bytes = pages.max_bytes
         self._clock = clock
 
     async def listing(

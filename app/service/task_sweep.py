@@ -20,13 +20,13 @@ from app.storage import tasks as store
 log = logging.getLogger(__name__)
 
 
-class TaskSweeper(PeriodicWorker):
+class TaskSweeper(PeriodicWorker[Retention]):
     """Settles lapsed tasks and deletes expired ones, every `lease_sweep_seconds`."""
 
     async def run(self) -> None:
         """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
         await periodically(
-            self._settings.lease_sweep_seconds,
+            self._settings.sweep_seconds,
             self.sweep_once,
             logger=log,
             failed="task sweep failed, retrying next period: %s",
