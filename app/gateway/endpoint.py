@@ -29,6 +29,7 @@ import socket
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx
+from mcp_eventlog_client.convention import GET_STREAM, StreamNames, sdk_stream_of
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -39,11 +40,11 @@ from app.errors import UpstreamUnavailable
 from app.gateway import messages
 from app.gateway.keeper import LeaseKeeper
 from app.gateway.metrics import GatewayMetrics
-from app.gateway.names import GET_STREAM, Caller, Scopes, StreamNames, sdk_stream_of
 from app.gateway.recorder import Recorder
 from app.gateway.recording import Recording
 from app.gateway.relay import Backlog
 from app.gateway.resume import Resumes
+from app.gateway.scopes import Caller, Scopes
 from app.gateway.task_host import TaskHost
 from app.gateway.task_spec import TaskSpec
 from app.gateway.upstream import (

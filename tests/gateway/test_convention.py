@@ -8,9 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_eventlog_client.convention import (
+    Reassembly,
+    StreamNames,
+    Unjoinable,
+    request_id_of,
+    sdk_stream_of,
+)
 
-from app.gateway.messages import Joiner, Unjoinable, bodies_of, priming_body
-from app.gateway.names import StreamNames, request_id_of, scope_of, sdk_stream_of
+from app.gateway.messages import bodies_of, priming_body
+from app.gateway.scopes import scope_of
 
 TABLE: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[1] / "fixtures" / "stream-convention.json").read_text()
@@ -41,10 +48,10 @@ def test_a_message_is_stored_as_the_table_says(case: dict[str, Any]) -> None:
     ids=described,
 )
 def test_stored_events_are_joined_as_the_table_says(case: dict[str, Any]) -> None:
-    joiner, joined = Joiner(), []
+    joiner, joined = Reassembly(), []
     try:
         for event in case["events"]:
-            message = joiner.add(event["event"], event["data"])
+            message = joiner.feed(event["event"], event["data"])
             if message is not None:
                 joined.append(message)
     except Unjoinable:
