@@ -39,6 +39,7 @@ import httpx
 
 from app.domain.append import EventBody
 from app.errors import UpstreamUnavailable
+from app.event_stream import event_text
 from app.gateway import messages, sse
 from app.gateway.recorder import Recorder
 from app.gateway.relay import Backlog, RelayCut, Relayed
@@ -114,9 +115,10 @@ class Recording:
                     yield body
         except RelayCut as cut:
             if self._request_id is not None:
-                yield sse.encode(
-                    messages.refusal(self._request_id, "reset", cut.reason, cut.detail, known=True)
+                refusal = messages.refusal(
+                    self._request_id, "reset", cut.reason, cut.detail, known=True
                 )
+                yield event_text(refusal).encode()
         finally:
             self._backlog.close()
             if self._request_id is None and self.task is not None and not self.task.done():
