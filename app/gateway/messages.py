@@ -13,6 +13,7 @@ detail, discard_client_state}`; no `id` member when the request is unknown) and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any, Final
@@ -44,14 +45,20 @@ class Message:
 
 def inspect(data: str) -> Message | None:
     """The JSON-RPC message in `data` (None: not a JSON-RPC object)."""
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(value, dict):
+    value = _json_object(data)
+    if value is None:
         return None
     is_response = "method" not in value and ("result" in value or "error" in value)
     return Message(value.get("id"), is_response)
+
+
+def _json_object(text: str | bytes) -> dict[str, Any] | None:
+    """The JSON object `text` holds (None: not JSON, or not an object)."""
+    with contextlib.suppress(ValueError):
+        value = json.loads(text)
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def same_id(a: object, b: object) -> bool:
