@@ -9,9 +9,10 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY constraints.txt /tmp/release/
-COPY dist/mcp_eventlog-*-py3-none-any.whl /tmp/release/
-# The service alone (no dev or MCP extras), at the versions the tests ran on.
-RUN pip install --no-compile -c /tmp/release/constraints.txt /tmp/release/mcp_eventlog-*-py3-none-any.whl
+COPY dist/mcp_eventlog-*-py3-none-any.whl dist/mcp_eventlog_client-*-py3-none-any.whl /tmp/release/
+# The service (no dev or MCP extras) and the Python client of its version, which it depends
+# on (the MCP storage convention of its gateway), at the versions the tests ran on.
+RUN pip install --no-compile -c /tmp/release/constraints.txt /tmp/release/mcp_eventlog-*-py3-none-any.whl /tmp/release/mcp_eventlog_client-*-py3-none-any.whl
 
 FROM python:3.11-slim
 RUN groupadd --system --gid 10001 eventlog \

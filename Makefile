@@ -8,14 +8,16 @@ BIN    := $(VENV)/bin
 # the Docker image alike.
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 # What serving needs (the service alone), and everything the tests need on top of it.
-SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+SERVE_STAMP := $(VENV)/.serve-$(shell cat pyproject.toml clients/python/pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json tests/support/conformance/package-lock.json constraints.txt | cksum | cut -d' ' -f1)
 
 .PHONY: install run migrate dist dist-folder dist-service dist-python-client dist-typescript test check test-sqlite soak lint domain-coverage format docker bench bench-quick bench-tools clean test-tools screenshots test-typescript constraints codes
 
-$(SERVE_STAMP): pyproject.toml constraints.txt
+# The service depends on the Python client package of its own version (the MCP storage
+# convention its gateway shares): both from this checkout, never from an index.
+$(SERVE_STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e .
+	$(PIP) -e ./clients/python -e .
 	rm -f $(VENV)/.serve-* && touch $@
 
 $(STAMP): $(SERVE_STAMP) clients/python/pyproject.toml tests/support/ts_client/package-lock.json tests/support/upstreams/ts_server/package-lock.json tests/support/conformance/package-lock.json

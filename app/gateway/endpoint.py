@@ -29,6 +29,7 @@ import socket
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx
+from mcp_eventlog_client.convention import GET_STREAM, StreamNames, sdk_stream_of
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -39,11 +40,11 @@ from app.errors import UpstreamUnavailable
 from app.gateway import messages
 from app.gateway.keeper import LeaseKeeper
 from app.gateway.metrics import GatewayMetrics
-from app.gateway.names import GET_STREAM, Caller, Scopes, StreamNames, sdk_stream_of
 from app.gateway.recorder import Recorder
-from app.gateway.recording import Recording
+from app.gateway.recording import Recording, RecordingLimits
 from app.gateway.relay import Backlog
 from app.gateway.resume import Resumes
+from app.gateway.scopes import Caller, Scopes
 from app.gateway.task_host import TaskHost
 from app.gateway.task_spec import TaskSpec
 from app.gateway.upstream import (
@@ -95,6 +96,13 @@ class Gateway:
             self._recorded_tokens,
         )
         self._trusted_proxies = trusted_networks(settings.gateway_trusted_proxies)
+        self._limits = RecordingLimits(
+            max_event=settings.gateway_max_event_bytes,
+            reconnects=settings.gateway_reconnects,
+            max_retry_ms=settings.gateway_max_retry_ms,
+            max_event_bytes=settings.max_event_bytes,
+            fence_seconds=settings.gateway_fence_seconds,
+        )
         self._stop_deadline: float | None = None  # the loop's time the grace ends
         self._stop_timer: asyncio.TimerHandle | None = None
         self._task_host: TaskHost | None = None
@@ -232,11 +240,7 @@ class Gateway:
             request_ids=[r["id"] for r in requests],
             reconnect_headers=reconnect,
             prime=_primes(version, requests),
-            max_event=s.gateway_max_event_bytes,
-            reconnects=s.gateway_reconnects,
-            max_retry_ms=s.gateway_max_retry_ms,
-            max_event_bytes=s.max_event_bytes,
-            fence_seconds=s.gateway_fence_seconds,
+            limits=self._limits,
             on_lost=lambda kind: self._metrics.upstream_errors.labels("lost").inc(),
             backlog=Backlog(
                 self._container.reads,

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.domain.append import EventBody
+from app.domain.ids import format_event_id
 from app.errors import EventLogError
 from app.service.eventlog import EventLogService
 
@@ -179,7 +180,7 @@ class Recorder:
         for entry in batch:
             seq += len(entry.bodies)
             if not entry.stored.done():
-                entry.stored.set_result(f"{token}:{seq - 1}")
+                entry.stored.set_result(format_event_id(token, seq - 1))
         self._next_seq = seq
         self.terminal = terminal
         self._on_stored(len(batch))

@@ -39,6 +39,7 @@ import httpx
 
 from app.domain.append import EventBody
 from app.errors import UpstreamUnavailable
+from app.event_stream import event_text
 from app.gateway import messages, sse
 from app.gateway.recorder import Recorder
 from app.gateway.relay import Backlog, RelayCut, Relayed
@@ -50,6 +51,22 @@ log = logging.getLogger(__name__)
 # At most this many messages wait for their commit before the upstream is read on (with
 # 4 KiB messages, 4 MiB): an upstream faster than the log is paced by it.
 PENDING_MESSAGES = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingLimits:
+    """The bounds every recording of one gateway keeps (its settings, read once)."""
+
+    max_event: int
+    """Characters of one upstream SSE event or line (`EVENTLOG_GATEWAY_MAX_EVENT_BYTES`)."""
+    reconnects: int
+    """Fruitless reconnects in a row before the call is lost (`EVENTLOG_GATEWAY_RECONNECTS`)."""
+    max_retry_ms: int
+    """The cap on an upstream's `retry:` (`EVENTLOG_GATEWAY_MAX_RETRY_MS`)."""
+    max_event_bytes: int
+    """UTF-8 bytes of one stored event: longer messages are split (`EVENTLOG_MAX_EVENT_BYTES`)."""
+    fence_seconds: float
+    """How long a spoiled generation is retried fencing (`EVENTLOG_GATEWAY_FENCE_SECONDS`)."""
 
 
 class Recording:
@@ -64,11 +81,7 @@ class Recording:
         request_ids: Sequence[object],
         reconnect_headers: Sequence[tuple[str, str]],
         prime: bool,
-        max_event: int,
-        reconnects: int,
-        max_retry_ms: int,
-        max_event_bytes: int,
-        fence_seconds: float,
+        limits: RecordingLimits,
         on_lost: Callable[[str], None],
         backlog: Backlog,
     ) -> None:
@@ -81,11 +94,7 @@ class Recording:
         self._unanswered = list(request_ids)
         self._reconnect_headers = list(reconnect_headers)
         self._prime = prime
-        self._max_event = max_event
-        self._reconnects = reconnects
-        self._max_retry_ms = max_retry_ms
-        self._max_event_bytes = max_event_bytes
-        self._fence_seconds = fence_seconds
+        self._limits = limits
         self._on_lost = on_lost
         self._backlog = backlog  # what the client is yet to be sent (`app.gateway.relay`)
         self.answered = False
@@ -114,9 +123,10 @@ class Recording:
                     yield body
         except RelayCut as cut:
             if self._request_id is not None:
-                yield sse.encode(
-                    messages.refusal(self._request_id, "reset", cut.reason, cut.detail, known=True)
+                refusal = messages.refusal(
+                    self._request_id, "reset", cut.reason, cut.detail, known=True
                 )
+                yield event_text(refusal).encode()
         finally:
             self._backlog.close()
             if self._request_id is None and self.task is not None and not self.task.done():
@@ -147,18 +157,18 @@ class Recording:
             self._backlog.end()
             # The client has its answer; a generation left spoiled is fenced (in the log).
             # (On shutdown, one attempt: a log still away must not hold the exit.)
-            await self.recorder.fence(0 if shut_down else self._fence_seconds)
+            await self.recorder.fence(0 if shut_down else self._limits.fence_seconds)
 
     async def _read_all(self) -> None:
         cursor = _Cursor()
         await self._read(self._response, cursor)
         fruitless = 0
         while not self.answered and self._request_id is not None:
-            if cursor.last_id is None or fruitless >= self._reconnects:
+            if cursor.last_id is None or fruitless >= self._limits.reconnects:
                 await self._lose(_why_lost(cursor, fruitless))
                 return
             retry_ms = 1000 if cursor.retry_ms is None else cursor.retry_ms
-            await asyncio.sleep(min(retry_ms, self._max_retry_ms) / 1000)
+            await asyncio.sleep(min(retry_ms, self._limits.max_retry_ms) / 1000)
             response = await self._reconnect(cursor)
             brought = 0 if response is None else await self._read(response, cursor)
             # Only a reconnect that brought a message is progress: ids, priming events and
@@ -213,7 +223,7 @@ class Recording:
         return response
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[sse.SseEvent]:
-        parser = sse.SseParser(self._max_event)
+        parser = sse.SseParser(self._limits.max_event)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         async for chunk in response.aiter_bytes():  # decoded: the endpoint saw to it
             for event in parser.feed(decoder.decode(chunk)):
@@ -222,7 +232,7 @@ class Recording:
     def _message(self, data: str) -> None:
         message = messages.inspect(data)
         answers = message is not None and message.is_response and self._settle(message.id)
-        bodies = messages.bodies_of(data, self._max_event_bytes)
+        bodies = messages.bodies_of(data, self._limits.max_event_bytes)
         # The generation is terminal with the answer to the last of the POST's requests.
         terminal = answers and not self._unanswered
         self._send(bodies, data, terminal=terminal)
@@ -253,7 +263,7 @@ class Recording:
         unanswered, self._unanswered = self._unanswered, []
         for index, request_id in enumerate(unanswered, start=1):
             data = messages.upstream_lost(request_id, detail)
-            bodies = messages.bodies_of(data, self._max_event_bytes)
+            bodies = messages.bodies_of(data, self._limits.max_event_bytes)
             self._send(bodies, data, terminal=index == len(unanswered))
         await self.recorder.drain()
 

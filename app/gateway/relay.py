@@ -32,8 +32,12 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
+from mcp_eventlog_client.convention import PRIMING_EVENT, Reassembly
+
+from app.domain.ids import format_event_id
 from app.errors import StorageError
-from app.gateway import messages, sse
+from app.event_stream import event_text
+from app.gateway.errors import GatewayError
 from app.service.reading import ReadPath, Step
 
 log = logging.getLogger(__name__)
@@ -51,17 +55,23 @@ class Relayed:
     parts: int = 1
 
 
-class RelayCut(Exception):
+class RelayCut(GatewayError):
     """The client cannot be sent the rest: `reason` for the `-32010` `reset` error."""
+
+    code = "internal_error"
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
         self.reason = reason
-        self.detail = detail
 
 
-class _Unreadable(Exception):
+class _Unreadable(GatewayError):
     """The log could not be read for a while: the client's stream ends there."""
+
+    code = "database_unavailable"
+
+    def __init__(self) -> None:
+        super().__init__("the log could not be read back for the relay")
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +197,7 @@ class Backlog:
 
     def _encoded(self, entry: _Entry) -> bytes:
         assert isinstance(entry, _Message)
-        return sse.encode(entry.data, id=entry.id)
+        return event_text(entry.data, id=entry.id).encode()
 
     def _settled(self, _stored: asyncio.Future[str | None]) -> None:
         # Futures may resolve out of order (a message refused at once by the recorder
@@ -224,7 +234,7 @@ class Backlog:
 
     async def _read_back(self, run: _Run) -> AsyncIterator[bytes]:
         """The run's messages, read from the log a page at a time."""
-        joiner = messages.Joiner()
+        joined = Reassembly()
         after = run.after
         while after < run.through:
             step = await self._read(run.token, after, run.through - after)
@@ -237,13 +247,13 @@ class Backlog:
             # A run starts and ends at a message's bounds (`after` is its first message's
             # first seq minus one), so the joiner sees whole messages across its pages.
             for event in page.events:
-                event_id = f"{run.token}:{event.seq}"
-                if event.event == messages.PRIMING_EVENT:
-                    out.append(sse.encode("", id=event_id))
+                event_id = format_event_id(run.token, event.seq)
+                if event.event == PRIMING_EVENT:
+                    out.append(event_text("", id=event_id).encode())
                     continue
-                message = joiner.add(event.event, event.data)
+                message = joined.feed(event.event, event.data)
                 if message is not None:
-                    out.append(sse.encode(message, id=event_id))
+                    out.append(event_text(message, id=event_id).encode())
             after = page.events[-1].seq
             yield b"".join(out)
 

@@ -29,18 +29,26 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
+from mcp_eventlog_client.convention import (
+    GET_STREAM,
+    Reassembly,
+    StreamNames,
+    Unjoinable,
+    request_id_of,
+)
 from starlette.responses import Response
 
 from app.api.problems import problem
 from app.api.routes.live import EventStreamResponse
 from app.bootstrap import Container
 from app.domain.decision import Reason, ScopeReason, Verdict
-from app.domain.ids import StreamKey, parse_event_id
+from app.domain.ids import EventId, StreamKey, format_event_id, parse_event_id
 from app.domain.outcomes import Decided
 from app.errors import InvalidClaim
-from app.gateway import messages, sse
+from app.event_stream import event_text
+from app.gateway import messages
 from app.gateway.metrics import GatewayMetrics
-from app.gateway.names import GET_STREAM, Caller, StreamNames, request_id_of
+from app.gateway.scopes import Caller
 from app.service.frames import EndFrame, EventFrame, Heartbeat, ResetFrame
 from app.service.live import Follow
 from app.service.reading import Reading
@@ -88,24 +96,7 @@ class Resumes:
             return await self._unresolvable(caller, reason, reading.decision.detail)
         named = self._names.parse(stream_id)
         if named is None or not caller.owns(named[0]):
-            self._metrics.resumes.labels("invalid", CROSS_SESSION).inc()
-            # Audited like a decision of the table (the decision log, the verdict metric,
-            # the warning): a claim of another session's stream is a bug or a spoof.
-            self._container.observer.decided(
-                Decided(
-                    tenant=self._tenant,
-                    stream_id=stream_id,
-                    last_event_id=claim,
-                    verdict=Verdict.INVALID,
-                    reason=ScopeReason.CROSS_SESSION,
-                    generation=None if parsed is None else parsed.token,
-                    delivered=0,
-                )
-            )
-            detail = "the id belongs to another MCP session (or another credential)"
-            if named is None or named[1] == GET_STREAM:  # no request to fail
-                return problem(CROSS_SESSION, detail, members={"verdict": "invalid"})
-            return self._refuse(named[1], "invalid", CROSS_SESSION, detail)
+            return self._cross_session(claim, parsed, stream_id, named)
         sdk_stream = named[1]
         if sdk_stream == GET_STREAM:
             return await self._standalone(claim, stream_id, standalone)
@@ -125,6 +116,29 @@ class Resumes:
                 sdk_stream, decision.verdict.value, decision.reason.value, decision.detail
             )
         return EventStreamResponse(self._bodies(follow, sdk_stream), follow.close, self._retry_ms)
+
+    def _cross_session(
+        self, claim: str, parsed: EventId | None, stream_id: str, named: tuple[str, str] | None
+    ) -> Response:
+        """A claim of a stream outside the caller's scope: refused `invalid` /
+        `cross_session`, and audited like a decision of the table (the decision log, the
+        verdict metric, the warning): such a claim is a bug or a spoof."""
+        self._metrics.resumes.labels("invalid", CROSS_SESSION).inc()
+        self._container.observer.decided(
+            Decided(
+                tenant=self._tenant,
+                stream_id=stream_id,
+                last_event_id=claim,
+                verdict=Verdict.INVALID,
+                reason=ScopeReason.CROSS_SESSION,
+                generation=None if parsed is None else parsed.token,
+                delivered=0,
+            )
+        )
+        detail = "the id belongs to another MCP session (or another credential)"
+        if named is None or named[1] == GET_STREAM:  # no request to fail
+            return problem(CROSS_SESSION, detail, members={"verdict": "invalid"})
+        return self._refuse(named[1], "invalid", CROSS_SESSION, detail)
 
     async def _unresolvable(self, caller: Caller, reason: str, detail: str) -> Response:
         """A claim that names no stream: every unanswered request of the caller's session
@@ -193,34 +207,36 @@ class Resumes:
             return problem(decision.reason.value, decision.detail, members={"verdict": "invalid"})
         replayed: list[bytes] = []
         if decision.verdict is Verdict.RESUME and reading.page is not None:
-            joiner = messages.Joiner()
+            joined = Reassembly()
             for event in reading.page.events:
                 try:
-                    message = joiner.add(event.event, event.data)
-                except messages.Unjoinable:
+                    message = joined.feed(event.event, event.data)
+                except Unjoinable:
                     break
                 if message is not None:
                     token = reading.delivered.token if reading.delivered else ""
-                    replayed.append(sse.encode(message, id=f"{token}:{event.seq}"))
+                    event_id = format_event_id(token, event.seq)
+                    replayed.append(event_text(message, id=event_id).encode())
         return await standalone(b"".join(replayed))
 
     def _refuse(self, sdk_stream: str, verdict: str, reason: str, detail: str) -> Response:
         return _sse(_refusal(sdk_stream, verdict, reason, detail))
 
     async def _bodies(self, follow: Follow, sdk_stream: str) -> AsyncGenerator[bytes]:
-        joiner = messages.Joiner()
+        joined = Reassembly()
         async for batch in self._container.live.frames(follow):
             out: list[bytes] = []
             for frame in batch:
                 if isinstance(frame, EventFrame):
                     try:
-                        message = joiner.add(frame.event, frame.data)
-                    except messages.Unjoinable as cut:
-                        out.append(_refusal(sdk_stream, "invalid", "mid_message", str(cut)))
+                        message = joined.feed(frame.event, frame.data)
+                    except Unjoinable as cut:
+                        out.append(_refusal(sdk_stream, "invalid", "mid_message", cut.detail))
                         yield b"".join(out)
                         return
                     if message is not None:
-                        out.append(sse.encode(message, id=f"{frame.token}:{frame.seq}"))
+                        event_id = format_event_id(frame.token, frame.seq)
+                        out.append(event_text(message, id=event_id).encode())
                 elif isinstance(frame, ResetFrame) and frame.reason is Reason.ABANDONED:
                     out.append(_abandoned(sdk_stream))
                     yield b"".join(out)
@@ -265,10 +281,10 @@ def _abandoned(sdk_stream: str) -> bytes:
     """A followed recording whose replica died (its lease ran out): the request's answer
     will never be recorded, so the client gets the error of a lost recording, -32011."""
     detail = "the replica recording this response stopped renewing its lease"
-    return sse.encode(messages.recording_abandoned(request_id_of(sdk_stream), detail))
+    return event_text(messages.recording_abandoned(request_id_of(sdk_stream), detail)).encode()
 
 
 def _refusal(sdk_stream: str, verdict: str, reason: str, detail: str) -> bytes:
     request_id = request_id_of(sdk_stream)
     data = messages.refusal(request_id, verdict, reason, detail, known=sdk_stream != GET_STREAM)
-    return sse.encode(data)
+    return event_text(data).encode()

@@ -1,4 +1,5 @@
-"""Server-Sent Events: parsed incrementally from an upstream's bytes, and written.
+"""Server-Sent Events, parsed incrementally from an upstream's bytes (the gateway writes
+its own with `app.event_stream`, as the live reads do).
 
 The parser follows the HTML standard's event-stream interpretation: lines end in CRLF, LF
 or CR; `data` lines are joined with LF; `id` (without NUL), `event` and `retry` fields;
@@ -12,9 +13,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 
+from app.errors import UpstreamError
 
-class SseTooLarge(ValueError):
+
+class SseTooLarge(UpstreamError):
     """An upstream's event (or line) is over the gateway's limit."""
+
+    code = "upstream_unavailable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,22 +131,3 @@ async def events_of(chunks: AsyncIterable[str], max_event: int) -> AsyncIterator
     async for chunk in chunks:
         for event in parser.feed(chunk):
             yield event
-
-
-def encode(
-    data: str | None, *, id: str | None = None, event: str | None = None, retry: int | None = None
-) -> bytes:
-    """One event as written on the wire (`data` None: no data line; `""`: an empty one)."""
-    lines: list[str] = []
-    if retry is not None:
-        lines.append(f"retry: {retry}")
-    if id is not None:
-        lines.append(f"id: {id}")
-    if event is not None:
-        lines.append(f"event: {event}")
-    if data is not None:
-        lines.extend(f"data: {line}" for line in data.split("\n"))
-    return ("\n".join(lines) + "\n\n").encode()
-
-
-KEEP_ALIVE = b": keep-alive\n\n"

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from app.errors import UpstreamUnavailable
+from app.errors import UpstreamError, UpstreamUnavailable
 from app.gateway.sse import SseParser, SseTooLarge
 from app.gateway.upstream import Upstream
 
@@ -21,9 +21,11 @@ Notified = Callable[[dict[str, Any]], Awaitable[None]]
 _MAX_EVENT = 16 * 1024 * 1024
 
 
-class Unanswered(Exception):
+class Unanswered(UpstreamError):
     """The upstream's response carried no answer to the request (closed early, not
     JSON-RPC, an HTTP error without a JSON-RPC body)."""
+
+    code = "upstream_unavailable"
 
 
 async def call(

@@ -25,6 +25,7 @@ from typing import Any
 from app.domain.append import EventBody
 from app.domain.tasks import TaskStatus
 from app.errors import StorageUnavailable, TaskConflict, UnknownTask, UpstreamUnavailable
+from app.gateway.errors import GatewayError
 from app.gateway.task_calls import Unanswered, call
 from app.gateway.upstream import Upstream
 from app.service.tasks import TaskService
@@ -39,8 +40,13 @@ _RETRY_FIRST_SECONDS = 0.25
 _RETRY_MAX_SECONDS = 2.0
 
 
-class _Stopped(Exception):
+class _Stopped(GatewayError):
     """The task settled without this worker (cancelled, lost, expired): stop quietly."""
+
+    code = "internal_error"
+
+    def __init__(self) -> None:
+        super().__init__("the task settled without this worker")
 
 
 class TaskWorkers:

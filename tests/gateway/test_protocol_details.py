@@ -1,8 +1,8 @@
 """Protocol details through the gateway, real processes on SQLite: a JSON-RPC batch
 (2025-03-26) gets every answer and its generation ends with the last; a response id is
 matched as a JSON value (`true` and `"1"` do not answer request 1); the upstream sees the
-gateway's own `X-Forwarded-*`/`Forwarded`, never a client's forged ones; SIGTERM lets a
-healthy call finish within the grace period, and shutdown takes no longer than it."""
+gateway's own `X-Forwarded-*`/`Forwarded`, never a client's forged ones (SIGTERM with
+calls in flight is `test_app.py`'s)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.gateway.sse import SseEvent, SseParser, SseTooLarge, encode
+from app.event_stream import event_text
+from app.gateway.sse import SseEvent, SseParser, SseTooLarge
 
 
 def parse(*pieces: str, limit: int = 1000) -> list[SseEvent]:
@@ -39,8 +40,8 @@ def test_an_event_over_the_limit_is_refused() -> None:
 
 
 def test_what_is_written_parses_back() -> None:
-    written = encode('{"a":\n1}', id="t:1", event="m") + encode("", id="t:2")
-    assert parse(written.decode()) == [
+    written = event_text('{"a":\n1}', id="t:1", event="m") + event_text("", id="t:2")
+    assert parse(written) == [
         SseEvent('{"a":\n1}', id="t:1", event="m"),
         SseEvent("", id="t:2"),
     ]

@@ -23,7 +23,8 @@ from tests.release.installed import (
 class Installed:
     """Each artifact installed as a user would, each in a place of its own."""
 
-    service_python: Path  # a virtual environment holding the service's wheel
+    service_python: Path  # a virtual environment holding the service's wheel (and the
+    # Python client's, which the service depends on, without `[mcp]`)
     client_python: Path  # another, holding the Python client's wheel with `[mcp]`
     npm_project: Path  # an npm project that installed the tarball and the MCP SDK
 
@@ -42,6 +43,7 @@ def installed(release: Release, tmp_path_factory: pytest.TempPathFactory) -> Ins
             fresh_virtualenv,
             tmp_path_factory.mktemp("service-user") / "venv",
             str(release.service_wheel),
+            str(release.client_wheel),
         )
         client = pool.submit(
             fresh_virtualenv,

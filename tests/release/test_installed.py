@@ -125,6 +125,17 @@ def test_the_service_runs_from_its_environment_not_the_checkout(
     assert version.stdout.strip() == f"mcp-eventlog {__version__}"
 
 
+def test_the_service_runs_its_gateway_without_the_mcp_sdk(
+    service_python: Path, tmp_path: Path
+) -> None:
+    """The gateway's storage convention comes from the client package's module that is free
+    of the MCP SDK; the service's environment has no SDK at all."""
+    probe = "import importlib.util, app.gateway.app; print(importlib.util.find_spec('mcp'))"
+    done = run([str(service_python), "-c", probe], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"
+
+
 def json_documents(text: str) -> list[Any]:
     """The JSON documents printed one after another (curl prints no newline after each)."""
     decoder, documents, at = json.JSONDecoder(), [], 0

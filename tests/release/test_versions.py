@@ -67,6 +67,14 @@ def test_each_client_has_one_version_source() -> None:
     assert lock["version"] == lock["packages"][""]["version"] == npm_version()
 
 
+def test_the_service_depends_on_the_python_client_of_its_own_version() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    pins = [d for d in project["project"]["dependencies"] if d.startswith("mcp-eventlog-client")]
+    assert pins == [f"mcp-eventlog-client=={client_version()}"]
+    assert client_version() == __version__
+    assert metadata.version("mcp-eventlog-client") == client_version()  # make install
+
+
 def test_the_readme_says_which_versions_go_together() -> None:
     header, current, *_older = compatibility_rows()
     assert header[:3] == [

@@ -24,6 +24,7 @@ from app.api.problems import problem_responses
 from app.api.routes.params import StreamId
 from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
 from app.errors import DuplicateClaim, NotAcceptable
+from app.event_stream import event_text
 from app.service.admission import Admission
 from app.service.frames import Closing, EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from app.service.live import LiveReads
@@ -94,14 +95,8 @@ def render(frame: Frame) -> str:
 
 
 def _render_event(frame: EventFrame) -> str:
-    lines = [f"id: {format_event_id(frame.token, frame.seq)}"]
-    if frame.event is not None and frame.event != "message":
-        lines.append(f"event: {frame.event}")
-    # SSE ends a line at CR, LF or CRLF and joins data lines with LF: text with LF line
-    # ends arrives exactly; a CR cannot be carried and arrives as LF.
-    text = frame.data.replace("\r\n", "\n").replace("\r", "\n")
-    lines.extend(f"data: {line}" for line in text.split("\n"))
-    return "\n".join(lines) + "\n\n"
+    event = None if frame.event == "message" else frame.event  # `message` is SSE's default
+    return event_text(frame.data, id=format_event_id(frame.token, frame.seq), event=event)
 
 
 def _render_control(frame: ResetFrame | EndFrame | Heartbeat | Closing) -> str:

@@ -18,15 +18,14 @@ invalid, reconnects and waits until its timeout. What each official client shows
 
 from __future__ import annotations
 
-import re
 import secrets
 from typing import Final
 
 from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, StreamId
 from mcp_types import ErrorData, JSONRPCError
 
-RESUME_REFUSED: Final = -32010
-"""JSON-RPC error code (implementation-defined range) of a refused resume."""
+from mcp_eventlog_client.convention import RESUME_REFUSED as RESUME_REFUSED
+from mcp_eventlog_client.convention import refusal_error, request_id_of
 
 UNSTORED_PREFIX: Final = "unstored:"
 """The id of a message sent live without being stored starts with this (never resumed)."""
@@ -40,19 +39,10 @@ NOT_A_MESSAGE: Final = "not_a_message"
 UNAVAILABLE: Final = "unavailable"
 TIMEOUT: Final = "timeout"
 
-_DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,17})")
-
 
 def new_placeholder() -> str:
     """A fresh id for a message that goes out unstored: `unstored:` and 128 random bits."""
     return UNSTORED_PREFIX + secrets.token_urlsafe(16)
-
-
-def request_id_of(sdk_stream: StreamId | None) -> int | str | None:
-    """The JSON-RPC id of the request whose stream the SDK names `sdk_stream`."""
-    if sdk_stream is None:
-        return None
-    return int(sdk_stream) if _DECIMAL.fullmatch(sdk_stream) else sdk_stream
 
 
 async def refuse(
@@ -70,11 +60,7 @@ async def refuse(
     """
     if sdk_stream == GET_STREAM_KEY:
         return
-    error = ErrorData(
-        code=RESUME_REFUSED,
-        message=f"cannot resume ({verdict}: {reason}); discard partial output and re-issue",
-        data={"verdict": str(verdict), "reason": reason, "detail": detail},
-    )
+    error = ErrorData(**refusal_error(str(verdict), reason, detail))
     request_id = request_id_of(sdk_stream)
     if request_id is None:
         # `id` left out of the fields set: the SDK writes events with `exclude_unset`, so

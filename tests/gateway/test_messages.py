@@ -1,4 +1,5 @@
-"""The gateway names and stores streams by the stores' convention: the same table
+"""What the gateway stores for a message (`app/gateway/messages.py`), and the names it
+stores them under: the stores' convention, by the same table
 (`tests/fixtures/stream-convention.json`) both stores' suites read."""
 
 from __future__ import annotations
@@ -8,9 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_eventlog_client.convention import (
+    Reassembly,
+    StreamNames,
+    Unjoinable,
+    request_id_of,
+    sdk_stream_of,
+)
 
-from app.gateway.messages import Joiner, Unjoinable, bodies_of, priming_body
-from app.gateway.names import StreamNames, request_id_of, scope_of, sdk_stream_of
+from app.gateway.messages import bodies_of, priming_body
 
 TABLE: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[1] / "fixtures" / "stream-convention.json").read_text()
@@ -41,10 +48,10 @@ def test_a_message_is_stored_as_the_table_says(case: dict[str, Any]) -> None:
     ids=described,
 )
 def test_stored_events_are_joined_as_the_table_says(case: dict[str, Any]) -> None:
-    joiner, joined = Joiner(), []
+    joiner, joined = Reassembly(), []
     try:
         for event in case["events"]:
-            message = joiner.add(event["event"], event["data"])
+            message = joiner.feed(event["event"], event["data"])
             if message is not None:
                 joined.append(message)
     except Unjoinable:
@@ -53,17 +60,6 @@ def test_stored_events_are_joined_as_the_table_says(case: dict[str, Any]) -> Non
         return
     assert "error" not in case
     assert joined == case["messages"]
-
-
-def test_a_scope_is_one_session_under_one_credential() -> None:
-    secret = b"k" * 32
-    one = scope_of(secret, "session-1", "Bearer a")
-    assert len(one) == 22
-    assert one == scope_of(secret, "session-1", "Bearer a")  # any replica with the secret
-    assert one != scope_of(secret, "session-2", "Bearer a")
-    assert one != scope_of(secret, "session-1", "Bearer b")
-    assert one != scope_of(b"x" * 32, "session-1", "Bearer a")
-    assert "." not in one
 
 
 @pytest.mark.parametrize(("request_id", "sdk_stream"), [(7, "7"), ("req-7", "req-7"), (-1, "-1")])

@@ -59,21 +59,7 @@ async def test_a_call_is_recorded_and_relayed_with_the_logs_ids(pair: Pair) -> N
 
 async def test_each_recorded_stream_starts_with_retry_and_a_priming_event(pair: Pair) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
-        headers = {"accept": "application/json, text/event-stream"}
-        init = await http.post(
-            pair.mcp,
-            headers=headers,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"},
-                },
-            },
-        )
+        init = await _initialize(http, pair)
         assert init.status_code == 200
         assert init.text.startswith("retry: 200\n")
         assert init.headers["mcp-session-id"]
@@ -286,9 +272,9 @@ async def test_authorization_is_forwarded_but_never_stored_or_logged(pair: Pair)
             assert b"upstream-secret" not in stored
 
 
-async def _initialized(http: httpx.AsyncClient, pair: Pair) -> dict[str, str]:
-    """A raw 2025-11-25 session; the headers its later requests carry."""
-    init = await http.post(
+async def _initialize(http: httpx.AsyncClient, pair: Pair) -> httpx.Response:
+    """A raw 2025-11-25 `initialize` (request id 1); the gateway's response to it."""
+    return await http.post(
         pair.mcp,
         headers={"accept": "application/json, text/event-stream"},
         json={
@@ -302,6 +288,11 @@ async def _initialized(http: httpx.AsyncClient, pair: Pair) -> dict[str, str]:
             },
         },
     )
+
+
+async def _initialized(http: httpx.AsyncClient, pair: Pair) -> dict[str, str]:
+    """A raw 2025-11-25 session; the headers its later requests carry."""
+    init = await _initialize(http, pair)
     headers = {
         "mcp-session-id": init.headers["mcp-session-id"],
         "mcp-protocol-version": "2025-11-25",

@@ -4,9 +4,10 @@ the recording and a client waiting for ever.
 
 Real processes: the gateway on SQLite in front of `hostile_upstream.py` (a stream with
 event ids that ends unanswered, its reconnect refused, answered 404, answered with JSON,
-answered with a priming event only — the loop that used to reconnect without end — or
-told to wait an hour by `retry:`), and the SDK's server with an event store of its own
-(it gives event ids) killed mid-call, seen through the official Python client.
+answered with a priming event only — a reconnect that brings no message is fruitless, so
+it cannot go on without end — or told to wait an hour by `retry:`), and the SDK's server
+with an event store of its own (it gives event ids) killed mid-call, seen through the
+official Python client.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.gateway.conftest import Pair
-from tests.gateway.test_gateway import _first_id, _initialized, admin
+from tests.gateway.test_endpoint import _first_id, _initialized, admin
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.process
