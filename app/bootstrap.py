@@ -124,20 +124,20 @@ def build(
     audit = DecisionAudit(database, enabled=settings.decision_log, observer=outside)
     observer = Observers((outside, audit))
     reads = ReadPath(database, settings, tracing)
-    retention = RetentionWorker(database, settings, observer=observer)
-    leases = Leases(database, settings, observer)
+    retention = RetentionWorker(database, settings.retention, observer=observer)
+    leases = Leases(database, settings.leases, observer)
     hub = Hub(
         database.wakeup_sources(),
         observer,
-        fanout_per_reader=settings.live_fanout_ms_per_reader / 1000,
-        fanout_max=settings.live_fanout_max_ms / 1000,
+        fanout_per_reader=settings.live.fanout_ms_per_reader / 1000,
+        fanout_max=settings.live.fanout_max_ms / 1000,
     )
     admission = Admission(
         observer,
-        max_readers=settings.live_max_readers,
+        max_readers=settings.live.max_readers,
         tenant_max=_tenant_max(settings),
-        max_bytes_in_flight=settings.max_response_bytes_in_flight,
-        max_pages=settings.max_pages_in_flight,
+        max_bytes_in_flight=settings.live.max_response_bytes_in_flight,
+        max_pages=settings.live.max_pages_in_flight,
     )
     eventlog = EventLogService(database, reads, settings, observer, leases=leases, catch_up=hub)
     background = Background(observer)
@@ -146,7 +146,9 @@ def build(
         background.add("decision-audit-flusher", audit.run)
     if settings.retention_interval_seconds > 0:
         background.add("retention-worker", retention.run)
-    task_sweeper = TaskSweeper(database, settings, observer=observer)
+    task_sweeper = TaskSweeper(
+        database, settings.leases, observer=observer, batch=settings.retention.batch_size
+    )
     if settings.lease_sweep_seconds > 0:
         background.add("lease-sweep", leases.run)
         background.add("task-lease-sweep", task_sweeper.run)
@@ -162,10 +164,10 @@ def build(
         leases=leases,
         hub=hub,
         admission=admission,
-        live=LiveReads(eventlog, reads, hub, admission, settings, observer),
+        live=LiveReads(eventlog, reads, hub, admission, settings.live, settings.pages, observer),
         background=background,
         tasks=TaskService(database, eventlog, settings),
-        task_admin=TaskAdmin(database, settings),
+        task_admin=TaskAdmin(database, settings.pages),
         task_sweeper=task_sweeper,
         tracing=tracing,
     )

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from app.domain.ids import StreamKey
 from app.domain.outcomes import RetentionPass
 from app.service.background import PeriodicWorker, periodically
+from app.settings.slices import Retention
 from app.storage import decisions, events, retention
 from app.storage.records import Tombstoned
 

@@ -15,13 +15,30 @@ import logging
 from sqlalchemy.engine import Connection
 
 from app.service.background import PeriodicWorker, periodically
+from app.service.clock import Clock, utc_now
+from app.service.observer import Observer
+from app.settings.slices import LeaseSettings
 from app.storage import tasks as store
+from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
 
-class TaskSweeper(PeriodicWorker[Retention]):
-    """Settles lapsed tasks and deletes expired ones, every `lease_sweep_seconds`."""
+class TaskSweeper(PeriodicWorker[LeaseSettings]):
+    """Settles lapsed tasks and deletes expired ones, every `lease_sweep_seconds`, at most
+    `batch` (the retention batch size) a statement."""
+
+    def __init__(
+        self,
+        database: Database,
+        settings: LeaseSettings,
+        *,
+        batch: int,
+        observer: Observer | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        super().__init__(database, settings, observer=observer, clock=clock)
+        self.batch = batch
 
     async def run(self) -> None:
         """A sweep every `lease_sweep_seconds`, for ever (a background task)."""
@@ -34,7 +51,7 @@ class TaskSweeper(PeriodicWorker[Retention]):
 
     async def sweep_once(self) -> int:
         """One sweep: returns how many tasks this replica settled `worker_lost`."""
-        batch, settled = self._settings.retention_batch_size, 0
+        batch, settled = self.batch, 0
         now = self._clock()
         due = await self._database.read(lambda conn: store.lapsed(conn, now, batch))
         for task_id in due:

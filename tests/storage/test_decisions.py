@@ -53,7 +53,7 @@ async def test_one_tenants_resumes_do_not_flush_anothers_audit_trail(
     await _resumes(b, "b-stream", 15 * KEEP)  # the flood: far more than the cap
     await state_of(running.app).container.audit.flush()
     container = state_of(running.app).container
-    report = await RetentionWorker(container.database, container.settings).run_once()
+    report = await RetentionWorker(container.database, container.settings.retention).run_once()
     assert report.trimmed_decisions == 15 * KEEP - KEEP
     assert await _entries(admin, "a") == a_before  # every one of A's, untouched
     b_after = await _entries(admin, "b")
@@ -61,7 +61,7 @@ async def test_one_tenants_resumes_do_not_flush_anothers_audit_trail(
     # A tenant over its cap loses its oldest: A's own flood trims A alone.
     await _resumes(a, "a-stream-2", KEEP)
     await container.audit.flush()
-    again = await RetentionWorker(container.database, container.settings).run_once()
+    again = await RetentionWorker(container.database, container.settings.retention).run_once()
     assert again.trimmed_decisions == 10
     assert len(await _entries(admin, "a")) == KEEP
     assert len(await _entries(admin, "b")) == KEEP

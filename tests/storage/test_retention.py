@@ -44,7 +44,7 @@ def worker_at(running: KeyedApp, later: float, **overrides: Any) -> RetentionWor
     container = state_of(running.app).container
     settings = container.settings.model_copy(update=overrides)
     return RetentionWorker(
-        container.database, settings, clock=lambda: utc_now() + timedelta(seconds=later)
+        container.database, settings.retention, clock=lambda: utc_now() + timedelta(seconds=later)
     )
 
 
