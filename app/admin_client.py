@@ -10,11 +10,11 @@ Admin reads are never retried: an operator sees a failure at once.
 from __future__ import annotations
 
 import contextlib
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+from mcp_eventlog_client.closing import AsyncClosing
 
 from app.error_root import EventLogError
 
@@ -32,7 +32,7 @@ class AdminError(EventLogError):
         self.detail = detail
 
 
-class AdminClient:
+class AdminClient(AsyncClosing):
     """The admin API over HTTP, with a bearer key (never the writer's `EVENTLOG_KEY`)."""
 
     def __init__(
@@ -47,15 +47,8 @@ class AdminClient:
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
 
-    async def __aenter__(self) -> AdminClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Release the connection pool."""
         await self._http.aclose()
 
     async def streams(

@@ -27,12 +27,12 @@ transition of an already-changed task.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from mcp_eventlog_client.closing import AsyncClosing
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
 from mcp_eventlog_client.live import Follower, LiveItem
 from mcp_eventlog_client.models import NewEvent, read_answer
@@ -87,7 +87,7 @@ def _body(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-class TaskClient:
+class TaskClient(AsyncClosing):
     """A typed async client for the task API (`/v1/tasks`, scope `writer`).
 
     Pass `connection` to share one with an `EventLogClient` (`TaskClient(connection=
@@ -110,17 +110,6 @@ class TaskClient:
         self.connection = connection or ServiceConnection(
             base_url, key, http=http, transport=transport, timeout=timeout, retry=retry
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Release the connection pool (unless the connection was given)."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from types import TracebackType
-from typing import Any, Literal, Self, get_args
+from typing import Any, Literal, get_args
 from urllib.parse import quote
 
 import anyio
@@ -17,6 +16,7 @@ from mcp_eventlog_client.channel import (
     AppendChannel,
     ChannelUnavailable,
 )
+from mcp_eventlog_client.closing import AsyncClosing
 from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
 from mcp_eventlog_client.errors import EventLogError
 from mcp_eventlog_client.live import Follower, LiveItem
@@ -57,7 +57,7 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-class EventLogClient:
+class EventLogClient(AsyncClosing):
     """A typed async client for the writer API (`/v1`).
 
     Refusals raise the `EventLogError` subclass of their problem code (see
@@ -99,17 +99,6 @@ class EventLogClient:
         """Appends sent over REST although the channel was chosen, by reason (see
         `AppendChannel`: `upgrade_refused`, `upgrade_failed`, `channel_down`,
         `frame_too_large`, `no_asyncio`, `closed`)."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Release the connection pool (and the append channel)."""
