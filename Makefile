@@ -99,7 +99,7 @@ domain-coverage: $(STAMP)  ## the decision table's tests cover every branch of a
 	$(BIN)/python -m coverage run --branch --source=app/domain --data-file=.coverage.domain -m pytest -q -p no:cacheprovider tests/domain
 	$(BIN)/python -m coverage report --data-file=.coverage.domain --fail-under=100 --show-missing
 
-docker: dist  ## build the image from the release's wheel (needs a Docker engine)
+docker: dist  ## build the image from the release's wheels (the service's and the Python client's; needs a Docker engine)
 	docker build -t mcp-eventlog .
 
 format: $(STAMP)

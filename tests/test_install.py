@@ -85,7 +85,10 @@ def test_make_run_installs_only_the_service_through_the_constraints() -> None:
     assert installs, commands
     for line in installs:
         assert "-c constraints.txt" in line
-        assert not re.search(r"\[dev|mcp\]|clients/python", line)
+        # No extras: neither the dev tools nor the MCP SDK; the Python client goes in beside
+        # the service because the service depends on it (the gateway's MCP storage convention).
+        assert not re.search(r"\[dev|mcp\]", line)
+    assert any("./clients/python" in line for line in installs)
     assert "npm" not in commands
     assert commands.rstrip().endswith("mcp-eventlog serve")
 
@@ -112,11 +115,19 @@ def test_the_image_installs_the_release_wheel_through_the_constraints() -> None:
     text = dockerfile()
     [install] = [line for line in text.splitlines() if "pip install" in line]
     assert "-c /tmp/release/constraints.txt" in install
-    [copied] = re.findall(r"^COPY (dist/\S+) /tmp/release/$", text, re.MULTILINE)
-    wheel = f"dist/mcp_eventlog-{__version__}-py3-none-any.whl"
-    assert fnmatch.fnmatch(wheel, copied)
-    assert install.endswith(copied.replace("dist/", "/tmp/release/"))
-    assert "[" not in install  # the service alone, no extras
+    # The service's wheel and the Python client's of the same version (the service depends
+    # on it), each copied by a pattern that matches its own wheel and not the other's.
+    [copy_line] = re.findall(r"^COPY (dist/.+) /tmp/release/$", text, re.MULTILINE)
+    copied = copy_line.split()
+    wheels = [
+        f"dist/mcp_eventlog-{__version__}-py3-none-any.whl",
+        f"dist/mcp_eventlog_client-{__version__}-py3-none-any.whl",
+    ]
+    assert len(copied) == len(wheels)
+    for wheel, pattern in zip(wheels, copied, strict=True):
+        assert [w for w in wheels if fnmatch.fnmatch(w, pattern)] == [wheel]
+    assert install.endswith(" ".join(c.replace("dist/", "/tmp/release/") for c in copied))
+    assert "[" not in install  # no extras: the MCP SDK is not in the image
     # Nothing of the source tree: what the image runs is what the wheel carries.
     for source in (
         "COPY app",
@@ -132,7 +143,8 @@ def test_the_image_installs_the_release_wheel_through_the_constraints() -> None:
     admitted = (REPO / ".dockerignore").read_text().splitlines()
     assert "*" in admitted
     assert "!constraints.txt" in admitted
-    assert f"!{copied}" in admitted
+    for pattern in copied:
+        assert f"!{pattern}" in admitted
 
 
 def test_the_image_is_multi_stage_non_root_health_checked_and_does_not_migrate_postgresql() -> None:
