@@ -65,7 +65,7 @@ dist-typescript: dist-folder
 # The suite runs in one process by default. It is mostly waiting (servers starting, live
 # reads, timeouts), so two workers can share it, a module (or a folder that builds one
 # artifact) per unit (tests/support/scheduling.py):
-#   make test PARALLEL="-n 2 --dist loadscope"   (about 16 min of pytest instead of ~23)
+#   make test PARALLEL="-n 2 --dist loadscope"   (16-17 min of pytest instead of ~29)
 # It is not the default yet: in one of two fresh-clone runs on two workers, an asyncpg
 # connection left unclosed by an earlier module was collected during an unrelated test,
 # whose resource-warning check then failed; the leak is to be found first.
