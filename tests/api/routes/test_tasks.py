@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.service.clock import utc_now
 from app.settings import Settings
 from app.storage.schema import tasks as tasks_table
 from tests.support.app import make_settings, started_app, state_of
@@ -328,13 +330,19 @@ async def test_cancel_is_idempotent_and_a_terminal_task_stays(client: httpx.Asyn
 
 
 async def test_a_task_is_kept_for_its_ttl_then_unknown_and_removed(database_url: str) -> None:
+    # Time is the test's, not the machine's: a create that took longer than the TTL on a
+    # loaded CI machine must not turn "kept for its TTL" into a coin toss.
     settings = make_settings(database_url, lease_sweep_seconds=0)
+    start, later = utc_now(), timedelta(0)
     async with started_app(settings) as (app, client):
+        container = state_of(app).container
+        container.tasks._clock = container.task_sweeper._clock = lambda: start + later
         task = await create(client, ttl_ms=1_500)
+        later = timedelta(milliseconds=1_400)
         assert (await get(client, task["task_id"], None)).status_code == 200
-        await asyncio.sleep(1.6)
+        later = timedelta(milliseconds=1_600)
         assert code(await get(client, task["task_id"], None)) == (404, "unknown_task")
-        await state_of(app).container.task_sweeper.sweep_once()
+        await container.task_sweeper.sweep_once()
     assert await _rows(database_url) == []
 
 
