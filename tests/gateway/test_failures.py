@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -34,11 +34,27 @@ def _error_of(error: BaseException) -> MCPError:
     return error
 
 
+Starter = Callable[..., AbstractContextManager[tuple[ServerProcess, ServerProcess]]]
+
+
+@pytest.fixture
+def upstream_and_gateway(gateway_database: str, tmp_path: Path) -> Starter:
+    """Starts the Python SDK upstream and a gateway in front of it, on the backend of the
+    param (`env`: the gateway's settings over the test support's), for a `with` block."""
+
+    @contextmanager
+    def start(env: dict[str, str] | None = None) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+        upstream = python_upstream_process(tmp_path)
+        with gateway_before(upstream, tmp_path, gateway_database, env) as gateway:
+            yield upstream, gateway
+
+    return start
+
+
 async def test_the_upstream_killed_mid_call_fails_the_call_with_upstream_lost(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
-    upstream = python_upstream_process(tmp_path)
-    with gateway_before(upstream, tmp_path, gateway_database) as gateway:
+    with upstream_and_gateway() as (upstream, gateway):
         progress = Progress()
         failure: list[BaseException] = []
         failed = anyio.Event()
@@ -183,11 +199,9 @@ async def test_postgresql_stopped_mid_stream_messages_flow_without_ids(
 
 
 async def test_shutdown_marks_an_unfinished_recording_upstream_lost(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
-    env = {"EVENTLOG_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1"}
-    upstream = python_upstream_process(tmp_path)
-    with gateway_before(upstream, tmp_path, gateway_database, env) as gateway:
+    with upstream_and_gateway({"EVENTLOG_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1"}) as (_, gateway):
         progress = Progress()
         with anyio.CancelScope() as client:
             async with (
@@ -212,11 +226,10 @@ async def test_shutdown_marks_an_unfinished_recording_upstream_lost(
 
 
 async def test_a_body_over_the_limit_is_refused_before_the_upstream(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
     env = {"EVENTLOG_MAX_BODY_BYTES": "1000", "EVENTLOG_MAX_BODY_BYTES_IN_FLIGHT": "100000"}
-    upstream = python_upstream_process(tmp_path)
-    with gateway_before(upstream, tmp_path, gateway_database, env) as gateway:
+    with upstream_and_gateway(env) as (upstream, gateway):
         async with httpx.AsyncClient(timeout=10) as http:
             seen = len((await http.get(f"{upstream.base_url}/test/seen")).json()["headers"])
             body = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "y" * 2000}}
@@ -227,11 +240,9 @@ async def test_a_body_over_the_limit_is_refused_before_the_upstream(
 
 
 async def test_a_resume_into_evicted_events_is_reset_visibly(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
-    env = {"EVENTLOG_DEFAULT_MAX_EVENTS": "3"}
-    upstream = python_upstream_process(tmp_path)
-    with gateway_before(upstream, tmp_path, gateway_database, env) as gateway:
+    with upstream_and_gateway({"EVENTLOG_DEFAULT_MAX_EVENTS": "3"}) as (_, gateway):
         progress = Progress()
         url = f"{gateway.base_url}/mcp"
         async with mcp_client(url, end_session=False) as (session, session_ids, _):
