@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,23 +50,21 @@ FULL = Plan(
     peer_seconds=4.0,
 )
 
-QUICK = Plan(
+# The same loads (concurrency, batch, replay page), smaller and shorter: a smoke run.
+QUICK = replace(
+    FULL,
     name="quick",
     rounds=2,
     append_seconds=1.0,
     latency_seconds=1.0,
     warmup_seconds=0.0,
     client_requests=50,
-    single_concurrency=16,
-    batch_concurrency=4,
-    batch=100,
     raw_seconds=0.5,
     resume_sizes=(2_000, 10_000, 20_000),
     resume_rounds=2,
     resume_seconds=0.3,
     resume_max_requests=200,
     replay_events=10_000,
-    replay_page=5_000,
     sdk_repeats=10,
     peer_seconds=0.5,
 )

@@ -8,37 +8,27 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
 
-from app import __version__, cli
+from app import __version__
 from app.admin_cli import render_stream
 from app.cli import _parser, main
 from tests.support.operators import (
     WRITER_A,
     KeyedApp,
-    keyed_settings,
+    keyed_app,
+    leave_logging_alone,
     ok,
-    running_app,
 )
 from tests.support.operators import admin_cli as run
 from tests.support.processes import REPO, free_port
 
-
-@pytest.fixture(autouse=True)
-def _leave_logging_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    # `main` configures the process's logging; here that process is pytest's.
-    monkeypatch.setattr(cli, "configure_logging", lambda _settings: None)
-
-
-@pytest.fixture
-async def keyed(database_url: str) -> AsyncIterator[KeyedApp]:
-    async with running_app(keyed_settings(database_url)) as app:
-        yield app
+_leave_logging_alone = pytest.fixture(leave_logging_alone, autouse=True)
+keyed = pytest.fixture(keyed_app, name="keyed")
 
 
 @pytest.fixture

@@ -31,18 +31,11 @@ from typing import Any
 import uvloop
 
 from bench.loads.http_client import Connection, WireError
+from bench.loads.load import percentile
 from bench.loads.payload import PROGRESS
 
 HOST = "127.0.0.1"
 _ID_LINE = b"\nid: "
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-quantile (0..1) by nearest rank; 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def summary_ms(seconds: list[float]) -> dict[str, float]:

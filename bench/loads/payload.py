@@ -31,3 +31,13 @@ def append_body(batch: int) -> bytes:
     """The JSON body of an append of `batch` progress notifications (service-assigned seqs)."""
     events: list[dict[str, Any]] = [{"event": EVENT_TYPE, "data": PROGRESS}] * batch
     return json.dumps({"events": events}, separators=(",", ":")).encode()
+
+
+def progress_call(rid: int, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-RPC `tools/call` of the `progress` tool, its progress token the request id."""
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "tools/call",
+        "params": {"name": "progress", "arguments": arguments, "_meta": {"progressToken": rid}},
+    }

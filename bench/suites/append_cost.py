@@ -30,7 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import seed, servers
+from bench import ratios, seed, servers
 from bench.baselines import ceilings, pgraw
 from bench.loads import wrk
 from bench.plan import Plan
@@ -75,22 +75,6 @@ def clients_process(spec: dict[str, Any]) -> Results:
         )
     result: Results = json.loads(done.stdout)
     return result
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    return {"median": float(statistics.median(values)), "min": min(values), "max": max(values)}
-
-
-def _sides(rounds: list[dict[str, Results]], key: str) -> dict[str, Any]:
-    """The per-round results of one side, and the medians of its figures."""
-    runs = [r[key] for r in rounds if key in r]
-    out: dict[str, Any] = {"rounds": runs}
-    for figure in ("requests_per_s", "events_per_s", "p50_ms", "p99_ms"):
-        values = [run[figure] for run in runs if figure in run]
-        if values:
-            out[figure] = float(statistics.median(values))
-    out["errors"] = sum(int(run.get("errors", 0)) for run in runs)
-    return out
 
 
 def _interleave(rounds: int, sides: dict[str, Callable[[], Results]]) -> list[dict[str, Results]]:
@@ -234,80 +218,44 @@ def rows(out: Results, plan: Plan) -> list[Results]:
     table: list[Results] = []
     thr, lat, cli, bat = out["throughput"], out["latency"], out["client"], out["batch"]
     n = plan.single_concurrency
-
-    def ratio_row(
-        figure: str,
-        unit: str,
-        ceiling: dict[str, Any],
-        ours: dict[str, Any],
-        ratios: list[float],
-        goal: float,
-        *,
-        at_least: bool,
-        ceiling_label: str,
-    ) -> Results:
-        spread = _spread(ratios)
-        met = spread["median"] >= goal if at_least else spread["median"] <= goal
-        return {
-            "figure": figure,
-            "ceiling_label": ceiling_label,
-            "ceiling": ceiling,
-            "ours": ours,
-            "unit": unit,
-            "ratio": spread,
-            "goal": ("≥ " if at_least else "≤ ") + f"{goal}x",
-            "met": met,
-        }
-
     table.append(
-        ratio_row(
+        ratios.row(
             f"one-event append, {n} connections, SQLite FULL",
-            "req/s",
-            _sides(thr, "noop"),
-            _sides(thr, "sqlite"),
-            [r["sqlite"]["requests_per_s"] / r["noop"]["requests_per_s"] for r in thr],
-            0.5,
-            at_least=True,
-            ceiling_label="no-op FastAPI app, same body model",
+            "no-op FastAPI app, same body model",
+            *ratios.compare(thr, "noop", "sqlite", "requests_per_s"),
+            "≥ 0.5x",
+            unit="req/s",
         )
     )
     if out["postgresql"]:
         table.append(
-            ratio_row(
+            ratios.row(
                 "the same on PostgreSQL (one process)",
-                "req/s",
-                _sides(thr, "pgbench"),
-                _sides(thr, "postgresql"),
-                [r["postgresql"]["requests_per_s"] / r["pgbench"]["requests_per_s"] for r in thr],
-                0.4,
-                at_least=True,
-                ceiling_label=f"raw SQL, same statements, pgbench -c{n} -M prepared",
+                f"raw SQL, same statements, pgbench -c{n} -M prepared",
+                *ratios.compare(thr, "pgbench", "postgresql", "requests_per_s"),
+                "≥ 0.4x",
+                unit="req/s",
             )
         )
     table.append(
-        ratio_row(
+        ratios.row(
             "one-event append, 1 connection, p50, SQLite",
-            "ms",
-            _sides(lat, "noop"),
-            _sides(lat, "sqlite"),
-            [r["sqlite"]["p50_ms"] / r["noop"]["p50_ms"] for r in lat],
-            2.5,
-            at_least=False,
-            ceiling_label="no-op p50",
+            "no-op p50",
+            *ratios.compare(lat, "noop", "sqlite", "p50_ms"),
+            "≤ 2.5x",
+            unit="ms",
         )
     )
     if out["postgresql"]:
-        ceiling = [r["noop"]["p50_ms"] + r["pgbench"]["p50_ms"] for r in lat]
         table.append(
-            ratio_row(
+            ratios.row(
                 "the same on PostgreSQL",
-                "ms",
-                {"p50_ms": float(statistics.median(ceiling)), "per_round": ceiling},
-                _sides(lat, "postgresql"),
-                [r["postgresql"]["p50_ms"] / c for r, c in zip(lat, ceiling, strict=True)],
-                1.5,
-                at_least=False,
-                ceiling_label="no-op p50 + raw transaction p50 (pgbench -c1)",
+                "no-op p50 + raw transaction p50 (pgbench -c1)",
+                *ratios.summed_floor(
+                    lat, "postgresql", [r["noop"]["p50_ms"] + r["pgbench"]["p50_ms"] for r in lat]
+                ),
+                "≤ 1.5x",
+                unit="ms",
             )
         )
     added = [r["clients"]["store_event"]["p50_ms"] - r["service"]["p50_ms"] for r in cli]
@@ -316,7 +264,7 @@ def rows(out: Results, plan: Plan) -> list[Results]:
         {
             "figure": "EventLogEventStore.store_event p50, sequential (SQLite)",
             "ceiling_label": f"the service's own p50 ({out['load']}, 1 connection)",
-            "ceiling": _sides(cli, "service"),
+            "ceiling": ratios.sides(cli, "service"),
             "ours": {
                 "p50_ms": float(
                     statistics.median(r["clients"]["store_event"]["p50_ms"] for r in cli)
@@ -326,22 +274,19 @@ def rows(out: Results, plan: Plan) -> list[Results]:
                 ),
             },
             "unit": "ms",
-            "added_ms": _spread(added),
-            "client_append_added_ms": _spread(bare),
+            "added_ms": ratios.spread(added),
+            "client_append_added_ms": ratios.spread(bare),
             "goal": "≤ +0.15 ms",
             "met": statistics.median(added) <= 0.15,
         }
     )
     table.append(
-        ratio_row(
+        ratios.row(
             f"{plan.batch}-event batches, SQLite",
-            "events/s",
-            _sides(bat, "raw_sqlite"),
-            _sides(bat, "sqlite"),
-            [r["sqlite"]["events_per_s"] / r["raw_sqlite"]["events_per_s"] for r in bat],
-            0.35,
-            at_least=True,
-            ceiling_label=f"raw SQLite, {plan.batch}-row transactions (FULL, WAL)",
+            f"raw SQLite, {plan.batch}-row transactions (FULL, WAL)",
+            *ratios.compare(bat, "raw_sqlite", "sqlite", "events_per_s"),
+            "≥ 0.35x",
+            unit="events/s",
         )
     )
     return table

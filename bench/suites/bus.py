@@ -22,7 +22,6 @@ import subprocess
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import Any
 
 import anyio
@@ -31,9 +30,9 @@ from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from mcp_eventlog_client.mcp import EventLogSubscriptionBus
 
 from app.storage.migrate import upgrade
-from bench import servers
+from bench import alone, servers
 from bench.loads.load import latency_summary
-from bench.plan import FULL, QUICK, Plan
+from bench.plan import Plan
 
 Results = dict[str, Any]
 RATE = 200.0
@@ -226,9 +225,8 @@ def main() -> None:
     """`python -m bench.suites.bus [--quick]`: this suite alone."""
     parser = argparse.ArgumentParser(prog="bench.suites.bus", description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    plan = QUICK if parser.parse_args().quick else FULL
-    with TemporaryDirectory(prefix="eventlog-bench-bus-") as workdir:
-        print(table(suite(plan, Path(workdir))))
+    plan = alone.plan(parser.parse_args().quick)
+    print(table(alone.run(suite, "eventlog-bench-bus-", plan)))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ median of the per-round ratios with its range, as `bench/suites/append_cost.py` 
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import tarfile
 import tempfile
@@ -27,7 +26,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from bench import seed, servers
+from bench import alone, ratios, seed, servers
 from bench.baselines import pgraw
 from bench.loads import wrk
 from bench.loads.child import measure
@@ -167,80 +166,54 @@ def rows(out: Results, plan: Plan) -> list[Results]:
     """The table's rows: figure, ceiling, ours, ratio (median and range), goal, met."""
     n = plan.single_concurrency
     thr, lat, bat = out["throughput"], out["latency"], out["batch"]
-    sides = append_cost._sides
-
-    def row(
-        figure: str, label: str, ceiling: Any, ours: Any, ratios: list[float], goal: str
-    ) -> Results:
-        spread = append_cost._spread(ratios)
-        bound = float(goal[2:-1])
-        met = spread["median"] >= bound if goal.startswith("≥") else spread["median"] <= bound
-        return {"figure": figure, "ceiling_label": label, "ceiling": ceiling, "ours": ours} | {
-            "ratio": spread,
-            "goal": goal,
-            "met": met,
-        }
-
     commit_ms = [1e3 / r["raw_sqlite_1"]["commits_per_s"] for r in lat]
     floor = [r["noop"]["p50_ms"] + c for r, c in zip(lat, commit_ms, strict=True)]
     table = [
-        row(
+        ratios.row(
             f"one-event appends on {n} channels (SQLite FULL), events/s",
             "raw SQLite one-row FULL commits/s",
-            sides(thr, "raw_sqlite_1"),
-            sides(thr, "sqlite"),
-            [r["sqlite"]["events_per_s"] / r["raw_sqlite_1"]["events_per_s"] for r in thr],
+            *ratios.compare(thr, "raw_sqlite_1", "sqlite", "events_per_s"),
             "≥ 1.0x",
         ),
-        row(
+        ratios.row(
             "the same ÷ the no-op channel, same frames",
             "no-op WebSocket endpoint parsing the same frames",
-            sides(thr, "noop"),
-            sides(thr, "sqlite"),
-            [r["sqlite"]["events_per_s"] / r["noop"]["events_per_s"] for r in thr],
+            *ratios.compare(thr, "noop", "sqlite", "events_per_s"),
             "≥ 0.5x",
         ),
-        row(
+        ratios.row(
             "one channel, one event at a time, p50 (SQLite)",
             "no-op channel p50 + one raw durable commit",
-            {"p50_ms": float(statistics.median(floor)), "per_round": floor},
-            sides(lat, "sqlite"),
-            [r["sqlite"]["p50_ms"] / f for r, f in zip(lat, floor, strict=True)],
+            *ratios.summed_floor(lat, "sqlite", floor),
             "≤ 1.5x",
         ),
-        row(
+        ratios.row(
             f"{plan.batch}-event batches over a channel (SQLite), events/s",
             f"raw SQLite {plan.batch}-row transactions",
-            sides(bat, "raw_sqlite"),
-            sides(bat, "sqlite"),
-            [r["sqlite"]["events_per_s"] / r["raw_sqlite"]["events_per_s"] for r in bat],
+            *ratios.compare(bat, "raw_sqlite", "sqlite", "events_per_s"),
             "≥ 0.35x",
         ),
     ]
     if out["postgresql"]:
         pthr, plat = out["pg_throughput"], out["pg_latency"]
-        for who in ("postgresql", "before"):
-            name = "now (one statement)" if who == "postgresql" else "before (two statements)"
-            table.append(
-                row(
-                    f"REST one-event append, {n} connections, PostgreSQL, {name}",
-                    f"pgbench -c{n} -M prepared, same statements",
-                    sides(pthr, "pgbench"),
-                    sides(pthr, who),
-                    [r[who]["requests_per_s"] / r["pgbench"]["requests_per_s"] for r in pthr],
-                    "≥ 0.4x",
-                )
-            )
         ceiling = [r["noop"]["p50_ms"] + r["pgbench"]["p50_ms"] for r in plat]
         for who in ("postgresql", "before"):
             name = "now (one statement)" if who == "postgresql" else "before (two statements)"
             table.append(
-                row(
+                ratios.row(
+                    f"REST one-event append, {n} connections, PostgreSQL, {name}",
+                    f"pgbench -c{n} -M prepared, same statements",
+                    *ratios.compare(pthr, "pgbench", who, "requests_per_s"),
+                    "≥ 0.4x",
+                )
+            )
+        for who in ("postgresql", "before"):
+            name = "now (one statement)" if who == "postgresql" else "before (two statements)"
+            table.append(
+                ratios.row(
                     f"REST one-event append, 1 connection, p50, PostgreSQL, {name}",
                     "no-op p50 + raw transaction p50 (pgbench -c1)",
-                    {"p50_ms": float(statistics.median(ceiling)), "per_round": ceiling},
-                    sides(plat, who),
-                    [r[who]["p50_ms"] / c for r, c in zip(plat, ceiling, strict=True)],
+                    *ratios.summed_floor(plat, who, ceiling),
                     "≤ 1.5x",
                 )
             )
@@ -263,14 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    from bench.plan import FULL, QUICK
-
     parser = argparse.ArgumentParser(prog="bench.suites.channel_cost")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="eventlog-channel-") as workdir:
-        out = suite(QUICK if args.quick else FULL, Path(workdir))
+    out = alone.run(suite, "eventlog-channel-", alone.plan(args.quick))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
     print(table(out))

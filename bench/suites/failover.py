@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -29,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from bench import alone
+from bench.loads.payload import progress_call
 from bench.servers import REPO, ServerProcess, free_port, postgres_available, throwaway_postgres
 from bench.suites.gateway import HEADERS, PROTOCOL, _process, _session, say
 
@@ -66,16 +67,7 @@ def mcp_url(gateway: ServerProcess) -> str:
 
 
 def _call_body(rid: int, n: int, delay: float) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "tools/call",
-        "params": {
-            "name": "progress",
-            "arguments": {"n": n, "delay": delay},
-            "_meta": {"progressToken": rid},
-        },
-    }
+    return progress_call(rid, {"n": n, "delay": delay})
 
 
 def _headers(sid: str, **extra: str) -> dict[str, str]:
@@ -267,19 +259,12 @@ def markdown(out: Results | None) -> str:
 
 def write_markdown(out: Results) -> None:
     """bench/results/failover.md: this run's table."""
-    out["loadavg"] = os.getloadavg()
-    RESULTS_MD.write_text(markdown(out))
+    alone.write_markdown(RESULTS_MD, markdown, out)
 
 
 def main() -> None:
     """`python -m bench.suites.failover [--quick]`: this suite alone."""
-    import tempfile
-
-    class _Plan:
-        rounds = 2 if "--quick" in sys.argv else 5
-
-    with tempfile.TemporaryDirectory(prefix="eventlog-bench-failover-") as workdir:
-        out = suite(_Plan(), Path(workdir))
+    out = alone.run(suite, "eventlog-bench-failover-", alone.plan(rounds=(2, 5)))
     print(json.dumps(out, indent=2))
 
 

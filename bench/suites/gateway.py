@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -31,6 +30,8 @@ from typing import Any
 import httpx
 import psutil  # type: ignore[import-untyped]
 
+from bench import alone
+from bench.loads.payload import progress_call
 from bench.servers import REPO, ServerProcess, free_port, postgres_available, throwaway_postgres
 
 Results = dict[str, Any]
@@ -122,17 +123,7 @@ async def _session(http: httpx.AsyncClient, url: str) -> str:
 
 
 async def _call(http: httpx.AsyncClient, url: str, sid: str, rid: int) -> int:
-    body = {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "tools/call",
-        "params": {
-            "name": "progress",
-            "arguments": {"n": STEPS, "pad": PAD},
-            "_meta": {"progressToken": rid},
-        },
-    }
-    return await _post(http, url, sid, body)
+    return await _post(http, url, sid, progress_call(rid, {"n": STEPS, "pad": PAD}))
 
 
 async def _one_call(url: str, calls: int) -> Results:
@@ -296,8 +287,7 @@ def suite(plan: Any, workdir: Path) -> Results:
 
 def write_markdown(out: Results) -> None:
     """bench/results/gateway.md: the table of this run (so far), ratios to `direct`."""
-    out["loadavg"] = os.getloadavg()
-    RESULTS_MD.write_text(markdown(out))
+    alone.write_markdown(RESULTS_MD, markdown, out)
 
 
 def markdown(out: Results | None) -> str:
@@ -350,13 +340,7 @@ def markdown(out: Results | None) -> str:
 
 def main() -> None:
     """`python -m bench.suites.gateway [--quick]`: this suite alone."""
-    import tempfile
-
-    class _Plan:
-        name = "quick" if "--quick" in sys.argv else "full"
-
-    with tempfile.TemporaryDirectory(prefix="eventlog-bench-gateway-") as workdir:
-        out = suite(_Plan(), Path(workdir))
+    out = alone.run(suite, "eventlog-bench-gateway-", alone.plan())
     print(json.dumps(out, indent=2))
 
 

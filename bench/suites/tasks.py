@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import statistics
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from bench import alone
 from bench.servers import REPO, free_port, postgres_available, throwaway_postgres
 from bench.suites.gateway import _process, say
 
@@ -380,20 +380,12 @@ def markdown(out: Results | None) -> str:
 
 def write_markdown(out: Results) -> None:
     """bench/results/tasks.md: this run's tables."""
-    out["loadavg"] = os.getloadavg()
-    RESULTS_MD.write_text(markdown(out))
+    alone.write_markdown(RESULTS_MD, markdown, out)
 
 
 def main() -> None:
     """`python -m bench.suites.tasks [--quick]`: this suite alone."""
-    import tempfile
-
-    class _Plan:
-        name = "quick" if "--quick" in sys.argv else "full"
-        rounds = 3 if "--quick" in sys.argv else 6
-
-    with tempfile.TemporaryDirectory(prefix="eventlog-bench-tasks-") as workdir:
-        out = suite(_Plan(), Path(workdir))
+    out = alone.run(suite, "eventlog-bench-tasks-", alone.plan(rounds=(3, 6)))
     print(json.dumps(out, indent=2))
 
 

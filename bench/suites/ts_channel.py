@@ -18,17 +18,16 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import seed, servers
+from bench import alone, seed, servers
 from bench.loads import wrk
-from bench.plan import FULL, QUICK, Plan
+from bench.plan import Plan
+from bench.ratios import spread
 from bench.suites.append_cost import open_generations
 
 PACKAGE = servers.REPO / "clients" / "typescript"
@@ -76,18 +75,19 @@ def _store(url: str, transport: str, messages: int, *, bare: bool) -> Results:
     argv += ["--messages", str(messages), "--warmup", str(max(50, messages // 5))]
     if bare:
         argv.append("--bare")
+    return node_json(argv, "the TypeScript bench", NODE_TIMEOUT_S)
+
+
+def node_json(argv: list[str], what: str, timeout: float) -> Results:
+    """Run a built Node bench script (`argv`, in the package); the last JSON line it printed."""
     done = subprocess.run(  # noqa: S603 (node from the PATH, our own script)
-        argv, cwd=PACKAGE, capture_output=True, text=True, timeout=NODE_TIMEOUT_S, check=False
+        argv, cwd=PACKAGE, capture_output=True, text=True, timeout=timeout, check=False
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"the TypeScript bench failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{what} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
     result: Results = json.loads(lines[-1])
     return result
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def suite(plan: Plan, workdir: Path) -> Results:
@@ -125,20 +125,20 @@ def suite(plan: Plan, workdir: Path) -> Results:
     bare_p50 = [r["channel"]["bare"]["p50_ms"] for r in rows]
     store_rest_p50 = [r["store_rest"]["store"]["p50_ms"] for r in rows]
     out["summary"] = {
-        "rest_append_p50_ms": _spread(rest_p50),
-        "store_channel_p50_ms": _spread(channel_p50),
-        "bare_channel_append_p50_ms": _spread(bare_p50),
-        "store_rest_p50_ms": _spread(store_rest_p50),
-        "ratio_store_channel_to_rest_append": _spread(
+        "rest_append_p50_ms": spread(rest_p50),
+        "store_channel_p50_ms": spread(channel_p50),
+        "bare_channel_append_p50_ms": spread(bare_p50),
+        "store_rest_p50_ms": spread(store_rest_p50),
+        "ratio_store_channel_to_rest_append": spread(
             [c / r for c, r in zip(channel_p50, rest_p50, strict=True)]
         ),
-        "ratio_store_rest_to_rest_append": _spread(
+        "ratio_store_rest_to_rest_append": spread(
             [c / r for c, r in zip(store_rest_p50, rest_p50, strict=True)]
         ),
-        "client_cpu_ms_per_message_channel": _spread(
+        "client_cpu_ms_per_message_channel": spread(
             [r["channel"]["client_cpu_ms_per_message"] for r in rows]
         ),
-        "client_cpu_ms_per_message_rest": _spread(
+        "client_cpu_ms_per_message_rest": spread(
             [r["store_rest"]["client_cpu_ms_per_message"] for r in rows]
         ),
         "unstored": sum(r["channel"]["unstored"] + r["store_rest"]["unstored"] for r in rows),
@@ -204,8 +204,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="bench.suites.ts_channel", description=__doc__)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="eventlog-bench-") as workdir:
-        result = suite(QUICK if args.quick else FULL, Path(workdir))
+    result = alone.run(suite, "eventlog-bench-", alone.plan(args.quick))
     write(result)
     print(table(result))
     return 0

@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import seed, servers
-from bench.plan import FULL, QUICK, Plan
+from bench import alone, seed, servers
+from bench.plan import Plan
+from bench.ratios import spread
 from bench.suites import ts_channel
 
 PACKAGE = ts_channel.PACKAGE
@@ -83,18 +81,7 @@ def _calls(url: str, notifications: int, concurrent: int, single: int) -> Result
     argv = [ts_channel._tool("node"), "build/bench/sdk-calls.js", "--url", url]
     argv += ["--notifications", str(notifications), "--concurrent", str(concurrent)]
     argv += ["--single", str(single)]
-    done = subprocess.run(  # noqa: S603 (node from the PATH, our own script)
-        argv, cwd=PACKAGE, capture_output=True, text=True, timeout=CALL_TIMEOUT_S, check=False
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"the SDK calls failed:\n{done.stdout}\n{done.stderr[-3000:]}")
-    result: Results = json.loads(lines[-1])
-    return result
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return ts_channel.node_json(argv, "the SDK calls", CALL_TIMEOUT_S)
 
 
 def suite(plan: Plan, workdir: Path, *, notifications: int = 200, concurrent: int = 16) -> Results:
@@ -146,10 +133,10 @@ def _summary(rows: list[Results]) -> Results:
             one = [r[f"{sdk}/{store}"]["single_ms"] for r in rows]
             rate = [r[f"{sdk}/{store}"]["notifications_per_s"] for r in rows]
             summary[f"{sdk}/{store}"] = {
-                "single_ms": _spread(one),
-                "single_over_none": _spread([a / b for a, b in zip(one, base_one, strict=True)]),
-                "notifications_per_s": _spread(rate),
-                "rate_of_none": _spread([a / b for a, b in zip(rate, base_rate, strict=True)]),
+                "single_ms": spread(one),
+                "single_over_none": spread([a / b for a, b in zip(one, base_one, strict=True)]),
+                "notifications_per_s": spread(rate),
+                "rate_of_none": spread([a / b for a, b in zip(rate, base_rate, strict=True)]),
             }
     return summary
 
@@ -197,13 +184,13 @@ def main() -> int:
     parser.add_argument("--notifications", type=int, default=200)
     parser.add_argument("--concurrent", type=int, default=16)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="eventlog-bench-") as workdir:
-        result = suite(
-            QUICK if args.quick else FULL,
-            Path(workdir),
-            notifications=args.notifications,
-            concurrent=args.concurrent,
-        )
+    result = alone.run(
+        suite,
+        "eventlog-bench-",
+        alone.plan(args.quick),
+        notifications=args.notifications,
+        concurrent=args.concurrent,
+    )
     write(result)
     print(table(result))
     return 0

@@ -4,14 +4,18 @@ SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.gateway import gateway_process, python_upstream
+from tests.support.gateway import (
+    gateway_before,
+    python_upstream_process,
+)
 from tests.support.processes import ServerProcess
 
 
@@ -35,13 +39,20 @@ def pair(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Pair]:
     """One upstream and one gateway for the module, on the backend of the param."""
-    workdir = tmp_path_factory.mktemp("gateway")
+    with pair_before(python_upstream_process, request, tmp_path_factory.mktemp("gateway")) as up:
+        yield up
+
+
+@contextmanager
+def pair_before(
+    upstream: Callable[[Path], ServerProcess], request: pytest.FixtureRequest, workdir: Path
+) -> Iterator[Pair]:
+    """`upstream(workdir)` (a process not yet started) and a gateway in front of it, on the
+    backend of the fixture's param, both running for the block."""
     database_url = backend_database(request, workdir)
-    with (
-        python_upstream(workdir) as upstream,
-        gateway_process(f"{upstream.base_url}/mcp", database_url, workdir) as gateway,
-    ):
-        yield Pair(upstream, gateway, database_url, workdir)
+    process = upstream(workdir)
+    with gateway_before(process, workdir, database_url) as gateway:
+        yield Pair(process, gateway, database_url, workdir)
 
 
 @pytest.fixture(params=BACKEND_PARAMS)

@@ -19,6 +19,7 @@ from tests.gateway.clients import (
     text_of,
 )
 from tests.gateway.conftest import Pair
+from tests.support.mcp_raw import initialize
 from tests.support.upstreams import open_gate
 
 pytestmark = pytest.mark.process
@@ -277,16 +278,7 @@ async def _initialize(http: httpx.AsyncClient, pair: Pair) -> httpx.Response:
     return await http.post(
         pair.mcp,
         headers={"accept": "application/json, text/event-stream"},
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        },
+        json=initialize("raw", rid=1),
     )
 
 

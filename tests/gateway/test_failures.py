@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -16,7 +16,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.gateway.clients import Progress, call_progress, mcp_client, seqs_of, text_of
-from tests.support.gateway import gateway_process_of, python_upstream
+from tests.support.gateway import gateway_before, python_upstream_process
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
 from tests.support.upstreams import open_gate
@@ -34,52 +34,65 @@ def _error_of(error: BaseException) -> MCPError:
     return error
 
 
+Starter = Callable[..., AbstractContextManager[tuple[ServerProcess, ServerProcess]]]
+
+
+@pytest.fixture
+def upstream_and_gateway(gateway_database: str, tmp_path: Path) -> Starter:
+    """Starts the Python SDK upstream and a gateway in front of it, on the backend of the
+    param (`env`: the gateway's settings over the test support's), for a `with` block."""
+
+    @contextmanager
+    def start(env: dict[str, str] | None = None) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+        upstream = python_upstream_process(tmp_path)
+        with gateway_before(upstream, tmp_path, gateway_database, env) as gateway:
+            yield upstream, gateway
+
+    return start
+
+
 async def test_the_upstream_killed_mid_call_fails_the_call_with_upstream_lost(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
-    with python_upstream(tmp_path) as upstream:
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path)
-        with gateway:
-            progress = Progress()
-            failure: list[BaseException] = []
-            failed = anyio.Event()
-            async with mcp_client(f"{gateway.base_url}/mcp") as (session, _, _):
+    with upstream_and_gateway() as (upstream, gateway):
+        progress = Progress()
+        failure: list[BaseException] = []
+        failed = anyio.Event()
+        async with mcp_client(f"{gateway.base_url}/mcp") as (session, _, _):
 
-                async def call() -> None:
-                    try:
-                        await call_progress(session, progress, n=5, pause_at=2, tag="kill")
-                    except MCPError as error:
-                        failure.append(error)
-                        failed.set()
+            async def call() -> None:
+                try:
+                    await call_progress(session, progress, n=5, pause_at=2, tag="kill")
+                except MCPError as error:
+                    failure.append(error)
+                    failed.set()
 
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(call)
-                    await progress.at(2).wait()
-                    upstream.kill()
-                    with anyio.fail_after(10):  # "within seconds"
-                        await failed.wait()
-            error = _error_of(failure[0])
-            assert error.error.code == UPSTREAM_LOST
-            assert error.error.data["reason"] == "upstream_lost"
-            # It is the generation's terminal event: a client that reconnects finds it.
-            token = progress.tokens[0].rsplit(":", 1)[0]
-            async with httpx.AsyncClient(base_url=gateway.base_url) as http:
-                generation = (await http.get(f"/admin/v1/generations/{token}")).json()
-                assert generation["terminal"] is True
-                # The upstream is down: the gateway is not ready, and says why.
-                ready = await http.get("/readyz")
-                assert ready.status_code == 503
-                assert ready.json()["code"] == "upstream_unreachable"
-                # A request now: 502, the gateway's own problem, not a hang.
-                forwarded = await http.post(
-                    "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
-                )
-                assert (forwarded.status_code, forwarded.json()["code"]) == (
-                    502,
-                    "upstream_unavailable",
-                )
-                upstream.start()
-                assert (await http.get("/readyz")).status_code == 200
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                await progress.at(2).wait()
+                upstream.kill()
+                with anyio.fail_after(10):  # "within seconds"
+                    await failed.wait()
+        error = _error_of(failure[0])
+        assert error.error.code == UPSTREAM_LOST
+        assert error.error.data["reason"] == "upstream_lost"
+        # It is the generation's terminal event: a client that reconnects finds it.
+        token = progress.tokens[0].rsplit(":", 1)[0]
+        async with httpx.AsyncClient(base_url=gateway.base_url) as http:
+            generation = (await http.get(f"/admin/v1/generations/{token}")).json()
+            assert generation["terminal"] is True
+            # The upstream is down: the gateway is not ready, and says why.
+            ready = await http.get("/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["code"] == "upstream_unreachable"
+            # A request now: 502, the gateway's own problem, not a hang.
+            forwarded = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert (forwarded.status_code, forwarded.json()["code"]) == (
+                502,
+                "upstream_unavailable",
+            )
+            upstream.start()
+            assert (await http.get("/readyz")).status_code == 200
 
 
 @contextmanager
@@ -157,14 +170,13 @@ async def _messages_flow_while_the_log_cannot_store(
 
 async def test_sqlite_unavailable_mid_stream_messages_flow_without_ids(tmp_path: Path) -> None:
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
-    with python_upstream(tmp_path) as upstream:
-        env = {"EVENTLOG_SQLITE_BUSY_TIMEOUT_MS": "200"}
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", database_url, tmp_path, env)
-        with gateway:
-            lock = _sqlite_locked(database_url)
-            await _messages_flow_while_the_log_cannot_store(
-                gateway, upstream, lock.__enter__, lambda: lock.__exit__(None, None, None)
-            )
+    env = {"EVENTLOG_SQLITE_BUSY_TIMEOUT_MS": "200"}
+    upstream = python_upstream_process(tmp_path)
+    with gateway_before(upstream, tmp_path, database_url, env) as gateway:
+        lock = _sqlite_locked(database_url)
+        await _messages_flow_while_the_log_cannot_store(
+            gateway, upstream, lock.__enter__, lambda: lock.__exit__(None, None, None)
+        )
 
 
 @pytest.fixture
@@ -179,81 +191,72 @@ async def test_postgresql_stopped_mid_stream_messages_flow_without_ids(
     private_pg: PrivatePostgres, tmp_path: Path
 ) -> None:
     server = private_pg
-    with python_upstream(tmp_path) as upstream:
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", server.url, tmp_path)
-        with gateway:
-            await _messages_flow_while_the_log_cannot_store(
-                gateway, upstream, lambda: server.stop("fast"), server.start
-            )
+    upstream = python_upstream_process(tmp_path)
+    with gateway_before(upstream, tmp_path, server.url) as gateway:
+        await _messages_flow_while_the_log_cannot_store(
+            gateway, upstream, lambda: server.stop("fast"), server.start
+        )
 
 
 async def test_shutdown_marks_an_unfinished_recording_upstream_lost(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
-    with python_upstream(tmp_path) as upstream:
-        env = {"EVENTLOG_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1"}
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path, env)
-        with gateway:
-            progress = Progress()
-            with anyio.CancelScope() as client:
-                async with (
-                    mcp_client(f"{gateway.base_url}/mcp") as (session, _, _),
-                    anyio.create_task_group() as tasks,
-                ):
-                    tasks.start_soon(
-                        lambda: call_progress(session, progress, n=5, pause_at=2, tag="bye")
-                    )
-                    await progress.at(2).wait()
-                    await anyio.to_thread.run_sync(gateway.stop)
-                    client.cancel()
-            assert "recording(s) to finish" in gateway.log()
-            gateway.start()
-            token = progress.tokens[0].rsplit(":", 1)[0]
-            async with httpx.AsyncClient(base_url=gateway.base_url) as http:
-                generation = (await http.get(f"/admin/v1/generations/{token}")).json()
-                page = (await http.get(f"/admin/v1/generations/{token}/events?after=0")).json()
-            assert generation["terminal"] is True
-            assert '"upstream_lost"' in page["events"][-1]["data"]
-            assert '"code":-32011' in page["events"][-1]["data"]
+    with upstream_and_gateway({"EVENTLOG_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1"}) as (_, gateway):
+        progress = Progress()
+        with anyio.CancelScope() as client:
+            async with (
+                mcp_client(f"{gateway.base_url}/mcp") as (session, _, _),
+                anyio.create_task_group() as tasks,
+            ):
+                tasks.start_soon(
+                    lambda: call_progress(session, progress, n=5, pause_at=2, tag="bye")
+                )
+                await progress.at(2).wait()
+                await anyio.to_thread.run_sync(gateway.stop)
+                client.cancel()
+        assert "recording(s) to finish" in gateway.log()
+        gateway.start()
+        token = progress.tokens[0].rsplit(":", 1)[0]
+        async with httpx.AsyncClient(base_url=gateway.base_url) as http:
+            generation = (await http.get(f"/admin/v1/generations/{token}")).json()
+            page = (await http.get(f"/admin/v1/generations/{token}/events?after=0")).json()
+        assert generation["terminal"] is True
+        assert '"upstream_lost"' in page["events"][-1]["data"]
+        assert '"code":-32011' in page["events"][-1]["data"]
 
 
 async def test_a_body_over_the_limit_is_refused_before_the_upstream(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
-    with python_upstream(tmp_path) as upstream:
-        env = {"EVENTLOG_MAX_BODY_BYTES": "1000", "EVENTLOG_MAX_BODY_BYTES_IN_FLIGHT": "100000"}
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path, env)
-        with gateway:
-            async with httpx.AsyncClient(timeout=10) as http:
-                seen = len((await http.get(f"{upstream.base_url}/test/seen")).json()["headers"])
-                body = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "y" * 2000}}
-                answer = await http.post(f"{gateway.base_url}/mcp", json=body)
-                after = len((await http.get(f"{upstream.base_url}/test/seen")).json()["headers"])
-            assert (answer.status_code, answer.json()["code"]) == (413, "body_too_large")
-            assert after == seen
+    env = {"EVENTLOG_MAX_BODY_BYTES": "1000", "EVENTLOG_MAX_BODY_BYTES_IN_FLIGHT": "100000"}
+    with upstream_and_gateway(env) as (upstream, gateway):
+        async with httpx.AsyncClient(timeout=10) as http:
+            seen = len((await http.get(f"{upstream.base_url}/test/seen")).json()["headers"])
+            body = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "y" * 2000}}
+            answer = await http.post(f"{gateway.base_url}/mcp", json=body)
+            after = len((await http.get(f"{upstream.base_url}/test/seen")).json()["headers"])
+        assert (answer.status_code, answer.json()["code"]) == (413, "body_too_large")
+        assert after == seen
 
 
 async def test_a_resume_into_evicted_events_is_reset_visibly(
-    gateway_database: str, tmp_path: Path
+    upstream_and_gateway: Starter,
 ) -> None:
-    with python_upstream(tmp_path) as upstream:
-        env = {"EVENTLOG_DEFAULT_MAX_EVENTS": "3"}
-        gateway = gateway_process_of(f"{upstream.base_url}/mcp", gateway_database, tmp_path, env)
-        with gateway:
-            progress = Progress()
-            url = f"{gateway.base_url}/mcp"
-            async with mcp_client(url, end_session=False) as (session, session_ids, _):
-                await call_progress(session, progress, n=6)
-            # Eight events (priming, six steps, the result); three kept: step 1's
-            # successors are gone, so resuming from it would skip them.
-            with anyio.fail_after(5):
-                try:
-                    async with mcp_client(url, session_id=session_ids[0]) as (again, _, _):
-                        await call_progress(again, Progress(), resumption_token=progress.tokens[1])
-                except BaseException as failure:  # the failure is what is looked at
-                    error = _error_of(failure)
-                else:
-                    raise AssertionError("the resume into evicted events did not fail")
-            assert error.error.code == -32010
-            assert (error.error.data["verdict"], error.error.data["reason"]) == ("reset", "evicted")
-            assert error.error.data["discard_client_state"] is True
+    with upstream_and_gateway({"EVENTLOG_DEFAULT_MAX_EVENTS": "3"}) as (_, gateway):
+        progress = Progress()
+        url = f"{gateway.base_url}/mcp"
+        async with mcp_client(url, end_session=False) as (session, session_ids, _):
+            await call_progress(session, progress, n=6)
+        # Eight events (priming, six steps, the result); three kept: step 1's
+        # successors are gone, so resuming from it would skip them.
+        with anyio.fail_after(5):
+            try:
+                async with mcp_client(url, session_id=session_ids[0]) as (again, _, _):
+                    await call_progress(again, Progress(), resumption_token=progress.tokens[1])
+            except BaseException as failure:  # the failure is what is looked at
+                error = _error_of(failure)
+            else:
+                raise AssertionError("the resume into evicted events did not fail")
+        assert error.error.code == -32010
+        assert (error.error.data["verdict"], error.error.data["reason"]) == ("reset", "evicted")
+        assert error.error.data["discard_client_state"] is True

@@ -13,7 +13,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.gateway import gateway_process, python_upstream
+from tests.support.gateway import gateway_before, python_upstream_process
 from tests.support.mcp_raw import open_session, post_sse, tool_call
 from tests.support.upstreams import hostile_upstream_process
 
@@ -24,11 +24,7 @@ pytestmark = pytest.mark.process
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The gateway's base URL, before `hostile_upstream.py`."""
     workdir = tmp_path_factory.mktemp("protocol-details")
-    database = f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"
-    with (
-        hostile_upstream_process(workdir) as upstream,
-        gateway_process(f"{upstream.base_url}/mcp", database, workdir) as gateway,
-    ):
+    with gateway_before(hostile_upstream_process(workdir), workdir) as gateway:
         yield gateway.base_url
 
 
@@ -72,11 +68,8 @@ FORGED = {
 async def _proxy_headers_seen(tmp_path: Path, env: dict[str, str]) -> tuple[str, set[str]]:
     """(the gateway's host, the proxy headers the upstream saw) for a session opened by a
     loopback client that sends `FORGED`."""
-    database = f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}"
-    with (
-        python_upstream(tmp_path) as upstream,
-        gateway_process(f"{upstream.base_url}/mcp", database, tmp_path, env) as gateway,
-    ):
+    upstream = python_upstream_process(tmp_path)
+    with gateway_before(upstream, tmp_path, env=env) as gateway:
         async with httpx.AsyncClient(timeout=30, headers=FORGED) as http:
             await open_session(http, f"{gateway.base_url}/mcp")
             seen = (await http.get(f"{upstream.base_url}/test/seen")).json()

@@ -14,15 +14,15 @@ import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from tests.gateway.conftest import Pair
-from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.gateway import gateway_process
+from tests.gateway.conftest import Pair, pair_before
+from tests.support.databases import BACKEND_PARAMS
 from tests.support.processes import ServerProcess, free_port
 from tests.support.upstreams import open_gate
 
@@ -38,16 +38,15 @@ def stateless(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Pair]:
     """A stateless upstream and a gateway in front of it, on the backend of the param."""
-    workdir = tmp_path_factory.mktemp("stateless")
-    database_url = backend_database(request, workdir)
+    with pair_before(stateless_upstream, request, tmp_path_factory.mktemp("stateless")) as up:
+        yield up
+
+
+def stateless_upstream(workdir: Path) -> ServerProcess:
+    """`stateless_upstream.py` as a process, not yet started."""
     port = free_port()
     argv = ["-m", "tests.gateway.stateless_upstream", "--port", str(port)]
-    upstream = ServerProcess.program(argv, port=port, log_path=workdir / "upstream.log")
-    with (
-        upstream,
-        gateway_process(f"{upstream.base_url}/mcp", database_url, workdir) as gateway,
-    ):
-        yield Pair(upstream, gateway, database_url, workdir)
+    return ServerProcess.program(argv, port=port, log_path=workdir / "upstream.log")
 
 
 @dataclass

@@ -17,7 +17,10 @@ import httpx
 import pytest
 
 from tests.gateway.clients import Progress, call_progress, mcp_client, text_of
-from tests.support.gateway import gateway_process, python_upstream
+from tests.support.gateway import (
+    gateway_before,
+    python_upstream_process,
+)
 from tests.support.mcp_raw import HEADERS, INIT, open_session, post_sse, tool_call
 from tests.support.upstreams import hostile_upstream_process
 
@@ -28,11 +31,8 @@ pytestmark = pytest.mark.process
 def gzip_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The gateway's MCP endpoint before the SDK server behind GZipMiddleware (JSON)."""
     workdir = tmp_path_factory.mktemp("gzip-upstream")
-    database = f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"
-    with (
-        python_upstream(workdir, "--json-response", "--gzip") as upstream,
-        gateway_process(f"{upstream.base_url}/mcp", database, workdir) as gateway,
-    ):
+    upstream = python_upstream_process(workdir, "--json-response", "--gzip")
+    with gateway_before(upstream, workdir) as gateway:
         yield f"{gateway.base_url}/mcp"
 
 
@@ -40,11 +40,7 @@ def gzip_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def hostile_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The gateway's MCP endpoint before `hostile_upstream.py`."""
     workdir = tmp_path_factory.mktemp("hostile-encodings")
-    database = f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"
-    with (
-        hostile_upstream_process(workdir) as upstream,
-        gateway_process(f"{upstream.base_url}/mcp", database, workdir) as gateway,
-    ):
+    with gateway_before(hostile_upstream_process(workdir), workdir) as gateway:
         yield f"{gateway.base_url}/mcp"
 
 

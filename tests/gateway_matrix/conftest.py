@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,9 @@ import pytest
 from tests.support.databases import empty_postgres
 from tests.support.gateway import gateway_process_of
 from tests.support.processes import ServerProcess
-from tests.support.upstreams import upstream_process
+from tests.support.tcp_proxy import TcpProxy
+from tests.support.ts_harness import TsClient, mcp_client
+from tests.support.upstreams import open_gate, upstream_process
 
 
 def matrix_gateway(
@@ -29,6 +31,24 @@ def matrix_gateway(
     )
     server.start_timeout = 120.0
     return server
+
+
+@contextmanager
+def two_replicas(
+    database_url: str,
+    workdir: Path,
+    prepare: Callable[[ServerProcess], ServerProcess] = lambda gateway: gateway,
+) -> Iterator[tuple[ServerProcess, ServerProcess, ServerProcess]]:
+    """The Python SDK upstream and two gateways in front of it on one PostgreSQL database
+    (emptied first), each `prepare`d before it starts: (upstream, first, second)."""
+    asyncio.run(empty_postgres(database_url))
+    with upstream_process("python", workdir) as up:
+        mcp = f"{up.base_url}/mcp"
+        with (
+            prepare(matrix_gateway(mcp, database_url, workdir)) as first,
+            prepare(matrix_gateway(mcp, database_url, workdir)) as second,
+        ):
+            yield up, first, second
 
 
 @dataclass
@@ -90,3 +110,28 @@ def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayFactor
             return running[key]
 
         yield get
+
+
+async def failed_over_mid_call(
+    client: str,
+    replicas: tuple[ServerProcess, ServerProcess, ServerProcess],
+    tag: str,
+    *,
+    n: int,
+    pause_at: int,
+) -> tuple[TsClient, TcpProxy]:
+    """A call of `n` steps by `client` through a proxy to the first of (upstream, first,
+    second), its upstream paused at step `pause_at`; once that step arrives, fail over:
+    what is open is cut, every new connection goes to the second replica; the upstream goes
+    on only then. The finished run, and the proxy (where its connections went)."""
+    upstream, first, second = replicas
+    call = {"n": n, "pause_at": pause_at, "tag": tag}
+    program = [{"op": "call", "arguments": call, "timeout_ms": 30000}]
+    with TcpProxy(first.port) as proxy:
+        async with mcp_client(client, proxy.base_url, program) as run:
+            await run.until(lambda r: len(r.of(0, "progress")) >= pause_at)
+            proxy.target_port = second.port
+            proxy.cut()
+            await open_gate(upstream.base_url, f"{tag}:continue")
+            await run.finished()
+    return run, proxy

@@ -5,7 +5,6 @@ to whichever replica and gets the rest exactly once."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -13,12 +12,10 @@ import httpx
 import pytest
 
 from tests.deploy.nginx import Nginx, require_nginx
-from tests.gateway_matrix.conftest import matrix_gateway
-from tests.support.databases import empty_postgres
+from tests.gateway_matrix.conftest import two_replicas
 from tests.support.processes import REPO, ServerProcess
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.ts_harness import mcp_client, progress_of
-from tests.support.upstreams import upstream_process
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
@@ -37,22 +34,16 @@ class Stack:
 def stack(postgres_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     executable = require_nginx()
     workdir = tmp_path_factory.mktemp("gateway-nginx")
-    asyncio.run(empty_postgres(postgres_database))
-    with upstream_process("python", workdir) as up:
-        mcp = f"{up.base_url}/mcp"
-        with (
-            matrix_gateway(mcp, postgres_database, workdir) as a,
-            matrix_gateway(mcp, postgres_database, workdir) as b,
-        ):
-            nginx = Nginx(
-                executable,
-                workdir / "nginx",
-                [a.base_url, b.base_url],
-                config=CONFIG,
-                folder="gateway.d",
-            )
-            with nginx.running() as url:
-                yield Stack(nginx, url, up, (a, b))
+    with two_replicas(postgres_database, workdir) as (up, a, b):
+        nginx = Nginx(
+            executable,
+            workdir / "nginx",
+            [a.base_url, b.base_url],
+            config=CONFIG,
+            folder="gateway.d",
+        )
+        with nginx.running() as url:
+            yield Stack(nginx, url, up, (a, b))
 
 
 def test_nginx_accepts_the_gateway_configuration(stack: Stack) -> None:

@@ -18,12 +18,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.gateway_matrix.conftest import matrix_gateway
-from tests.support.databases import empty_postgres
+from tests.gateway_matrix.conftest import failed_over_mid_call, two_replicas
+from tests.support.mcp_raw import initialize as initialize_request
 from tests.support.processes import ServerProcess
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.ts_harness import mcp_client, progress_of
-from tests.support.upstreams import open_gate, upstream_process
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
@@ -42,31 +41,17 @@ def replicas(
 ) -> Iterator[Replicas]:
     """The Python SDK upstream and two keyless gateways in front of it on one database."""
     workdir = tmp_path_factory.mktemp("replica-key")
-    asyncio.run(empty_postgres(postgres_database))
-    with upstream_process("python", workdir) as up:
-        mcp = f"{up.base_url}/mcp"
-        with (
-            keyless(matrix_gateway(mcp, postgres_database, workdir)) as first,
-            keyless(matrix_gateway(mcp, postgres_database, workdir)) as second,
-        ):
-            yield up, first, second, postgres_database
+    with two_replicas(postgres_database, workdir, keyless) as (up, first, second):
+        yield up, first, second, postgres_database
 
 
 async def initialize(gateway: ServerProcess) -> None:
     """An MCP `initialize` through `gateway` (its first MCP request reads the key)."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     headers = {"accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient(timeout=30) as http:
-        answer = await http.post(f"{gateway.base_url}/mcp", headers=headers, json=body)
+        answer = await http.post(
+            f"{gateway.base_url}/mcp", headers=headers, json=initialize_request("raw", rid=1)
+        )
         assert answer.status_code == 200, answer.text
 
 
@@ -114,16 +99,9 @@ async def test_the_clients_own_reconnect_lands_on_the_other_replica_and_resumes(
     sent to the second: the client's own reconnect resumes there (the same session scope
     on both, with no secret configured), every step once, then the result."""
     upstream, first, second, _ = replicas
-    tag = f"keyless-{client}"
-    call = {"n": 8, "pause_at": 3, "tag": tag}
-    program = [{"op": "call", "arguments": call, "timeout_ms": 30000}]
-    with TcpProxy(first.port) as proxy:
-        async with mcp_client(client, proxy.base_url, program) as run:
-            await run.until(lambda r: len(r.of(0, "progress")) >= 3)
-            proxy.target_port = second.port
-            proxy.cut()
-            await open_gate(upstream.base_url, f"{tag}:continue")
-            await run.finished()
+    run, proxy = await failed_over_mid_call(
+        client, (upstream, first, second), f"keyless-{client}", n=8, pause_at=3
+    )
     assert not run.of(0, "error"), run.lines
     assert progress_of(run, 0) == list(range(1, 9)), run.lines
     (result,) = run.of(0, "result")

@@ -10,18 +10,15 @@ clients. Orderings are awaited on the clients' output and the upstream's gates.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.gateway_matrix.conftest import matrix_gateway
-from tests.support.databases import empty_postgres
+from tests.gateway_matrix.conftest import failed_over_mid_call, matrix_gateway, two_replicas
 from tests.support.private_postgres import PrivatePostgres, private_database
 from tests.support.processes import ServerProcess
-from tests.support.tcp_proxy import TcpProxy
 from tests.support.ts_harness import CLIENTS, mcp_client, progress_of
 from tests.support.upstreams import open_gate, upstream_process
 from tests.support.waiting import until
@@ -37,14 +34,8 @@ def replicas(
 ) -> Iterator[tuple[ServerProcess, ServerProcess, ServerProcess]]:
     """The Python SDK upstream and two gateways in front of it on one PostgreSQL database."""
     workdir = tmp_path_factory.mktemp("replicas")
-    asyncio.run(empty_postgres(postgres_database))
-    with upstream_process("python", workdir) as up:
-        mcp = f"{up.base_url}/mcp"
-        with (
-            matrix_gateway(mcp, postgres_database, workdir) as first,
-            matrix_gateway(mcp, postgres_database, workdir) as second,
-        ):
-            yield up, first, second
+    with two_replicas(postgres_database, workdir) as replicas:
+        yield replicas
 
 
 async def steps_sent(upstream: ServerProcess, tag: str) -> int:
@@ -57,21 +48,11 @@ async def steps_sent(upstream: ServerProcess, tag: str) -> int:
 async def test_the_reconnect_lands_on_the_other_replica_while_the_first_still_reads(
     replicas: tuple[ServerProcess, ServerProcess, ServerProcess], client: str
 ) -> None:
-    upstream, first, second = replicas
+    upstream, _, second = replicas
     tag = f"replica-{client}"
-    call = {"n": 10, "pause_at": 4, "tag": tag}
-    program = [{"op": "call", "arguments": call, "timeout_ms": 30000}]
-    with TcpProxy(first.port) as proxy:
-        async with mcp_client(client, proxy.base_url, program) as run:
-            await run.until(lambda r: len(r.of(0, "progress")) >= 4)
-            # Fail over: what is open is cut, every new connection goes to the second replica.
-            proxy.target_port = second.port
-            proxy.cut()
-            # The upstream goes on only now: steps 5..10 are read by the FIRST gateway (its
-            # upstream response is still open), recorded, and must reach the client through
-            # the second one, live.
-            await open_gate(upstream.base_url, f"{tag}:continue")
-            await run.finished()
+    # Steps 5..10 are read by the FIRST gateway (its upstream response is still open),
+    # recorded, and must reach the client through the second one, live.
+    run, proxy = await failed_over_mid_call(client, replicas, tag, n=10, pause_at=4)
     assert progress_of(run, 0) == list(range(1, 11)), run.lines
     (result,) = run.of(0, "result")
     assert result["text"] == "counted to 10"

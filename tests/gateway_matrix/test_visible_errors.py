@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,19 @@ def sdk_upstream(upstreams: Upstreams) -> ServerProcess:
     return upstreams.sdk
 
 
+async def cut_over(run: TsClient, proxy: TcpProxy, port: int, *, within: float) -> float:
+    """Fail over: every new connection to `port`, what is open cut; then the call's end is
+    awaited (`within` seconds of the cut, with room) and its client's. The seconds from the
+    cut to the end."""
+    proxy.target_port = port
+    cut_at = time.monotonic()
+    proxy.cut()
+    await run.until(ended, within=within + 20)
+    took = time.monotonic() - cut_at
+    await run.finished()
+    return took
+
+
 def assert_error(run: TsClient, code: int, **data: Any) -> dict[str, Any]:
     """The call (operation 0) ended in exactly one error of `code` with `data`, never a
     result nor the client's own timeout."""
@@ -129,6 +142,17 @@ async def until_reconnected(proxy: TcpProxy, port: int) -> None:
     async with asyncio.timeout(20):
         while port not in proxy.targets:  # noqa: ASYNC110 (the proxy's thread counts them)
             await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def paused_call(
+    client: str, url: str, tag: str, *, n: int, pause_at: int
+) -> AsyncIterator[TsClient]:
+    """`client` calling the SDK upstream's `progress` (`n` steps) through `url`, the upstream
+    paused at step `pause_at` (gate `{tag}:continue`): the run, once that step arrived."""
+    async with mcp_client(client, url, call({"n": n, "pause_at": pause_at, "tag": tag})) as run:
+        await run.until(lambda r: len(r.of(0, "progress")) >= pause_at)
+        yield run
 
 
 def call(arguments: dict[str, Any]) -> list[dict[str, Any]]:
@@ -196,12 +220,7 @@ async def test_an_upstream_that_cannot_go_on_is_an_error_on_the_other_replica(
     with TcpProxy(first.port) as proxy:
         async with mcp_client(client, proxy.base_url, call(arguments)) as run:
             await run.until(lambda r: len(r.of(0, "progress")) >= 1)
-            proxy.target_port = second.port
-            cut_at = time.monotonic()
-            proxy.cut()
-            await run.until(ended, within=LOST_WITHIN_SECONDS + 20)
-            took = time.monotonic() - cut_at
-            await run.finished()
+            took = await cut_over(run, proxy, second.port, within=LOST_WITHIN_SECONDS)
     assert_error(run, UPSTREAM_LOST, reason="upstream_lost")
     assert progress_of(run, 0) == [1], run.lines
     assert second.port in proxy.targets, "the reconnect never reached the second replica"
@@ -214,10 +233,7 @@ async def test_the_sdk_upstream_killed_mid_call_is_an_error_through_one_gateway(
 ) -> None:
     (gateway,) = upstreams.of("sdk")
     tag = f"killed-one-{client}"
-    async with mcp_client(
-        client, gateway.base_url, call({"n": 6, "pause_at": 2, "tag": tag})
-    ) as run:
-        await run.until(lambda r: len(r.of(0, "progress")) >= 2)
+    async with paused_call(client, gateway.base_url, tag, n=6, pause_at=2) as run:
         took = await kill_and_wait_for_the_end(run, sdk_upstream)
     assert_lost_at_step_2(run, took)
 
@@ -233,10 +249,7 @@ async def test_the_sdk_upstream_killed_mid_call_is_an_error_on_the_other_replica
     first, second = upstreams.of("sdk", postgres_database)
     tag = f"killed-two-{client}"
     with TcpProxy(first.port) as proxy:
-        async with mcp_client(
-            client, proxy.base_url, call({"n": 6, "pause_at": 2, "tag": tag})
-        ) as run:
-            await run.until(lambda r: len(r.of(0, "progress")) >= 2)
+        async with paused_call(client, proxy.base_url, tag, n=6, pause_at=2) as run:
             proxy.target_port = second.port
             proxy.cut()
             await until_reconnected(proxy, second.port)
@@ -257,17 +270,9 @@ async def test_a_corrupted_claim_on_the_other_replica_is_refused_visibly(
     tag = f"invalid-two-{client}"
     try:
         with CorruptingProxy(first.port) as proxy:
-            async with mcp_client(
-                client, proxy.base_url, call({"n": 6, "pause_at": 2, "tag": tag})
-            ) as run:
-                await run.until(lambda r: len(r.of(0, "progress")) >= 2)
+            async with paused_call(client, proxy.base_url, tag, n=6, pause_at=2) as run:
                 proxy.corrupt = token.encode()
-                proxy.target_port = second.port
-                cut_at = time.monotonic()
-                proxy.cut()
-                await run.until(ended, within=REFUSED_WITHIN_SECONDS + 20)
-                took = time.monotonic() - cut_at
-                await run.finished()
+                took = await cut_over(run, proxy, second.port, within=REFUSED_WITHIN_SECONDS)
     finally:
         await open_gate(sdk_upstream.base_url, f"{tag}:continue")
     assert_error(run, RESUME_REFUSED, verdict="invalid", reason=reason)
@@ -286,18 +291,10 @@ async def test_an_evicted_claim_on_the_other_replica_is_refused_visibly(
     tag = f"reset-two-{client}"
     try:
         with CorruptingProxy(first.port) as proxy:
-            async with mcp_client(
-                client, proxy.base_url, call({"n": 12, "pause_at": 8, "tag": tag})
-            ) as run:
-                await run.until(lambda r: len(r.of(0, "progress")) >= 8)
+            async with paused_call(client, proxy.base_url, tag, n=12, pause_at=8) as run:
                 stale = run.of(0, "token")[1]["token"]  # step 1's id (the 0th is priming)
                 proxy.corrupt = stale.encode()
-                proxy.target_port = second.port
-                cut_at = time.monotonic()
-                proxy.cut()
-                await run.until(ended, within=REFUSED_WITHIN_SECONDS + 20)
-                took = time.monotonic() - cut_at
-                await run.finished()
+                took = await cut_over(run, proxy, second.port, within=REFUSED_WITHIN_SECONDS)
     finally:
         await open_gate(sdk_upstream.base_url, f"{tag}:continue")
     assert_error(run, RESUME_REFUSED, verdict="reset", reason="evicted")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -89,22 +90,34 @@ async def test_a_generation_superseded_before_its_first_event_gets_a_second_rese
     assert frames.index(resets[1]) < frames.index(events[0])
 
 
-async def _frames_of(app: FastAPI, stream: str, claim: str | None, count: int) -> list[Frame]:
-    """The first `count` frames of one live connection with `claim`; then the reader drops
-    (its generator is closed and its slot freed, as a dropped connection's is)."""
+@asynccontextmanager
+async def _reading(app: FastAPI, stream: str, claim: str | None) -> AsyncIterator[Any]:
+    """The frames of one live connection with `claim`, for 30 s at the most; then the reader
+    drops (its generator is closed and its slot freed, as a dropped connection's is)."""
     live = state_of(app).container.live
     follow = await live.follow(TENANT, stream, claim)
     served = live.frames(follow)
-    frames: list[Frame] = []
     try:
         async with asyncio.timeout(30):
-            async for batch in served:
-                frames.extend(batch)
-                if len(frames) >= count:
-                    break
+            yield served
     finally:
         await served.aclose()
         follow.close()
+
+
+async def _read_until(served: AsyncIterator[Sequence[Frame]], frames: list[Frame], n: int) -> None:
+    """Read batches into `frames` until it holds `n` frames (or more)."""
+    async for batch in served:
+        frames.extend(batch)
+        if len(frames) >= n:
+            break
+
+
+async def _frames_of(app: FastAPI, stream: str, claim: str | None, count: int) -> list[Frame]:
+    """The first `count` frames of one live connection with `claim`; then the reader drops."""
+    frames: list[Frame] = []
+    async with _reading(app, stream, claim) as served:
+        await _read_until(served, frames, count)
     return frames[:count]
 
 
@@ -179,22 +192,12 @@ async def test_a_reader_without_a_position_is_reset_once_it_holds_events(app: Fa
     stream = "s.no-position-held"
     w = await eventlog.open_generation(TENANT, stream)
     await eventlog.append(TENANT, w.token, [EventBody("w1")], first_seq=1, terminal=False)
-    live = state_of(app).container.live
-    follow = await live.follow(TENANT, stream, None)
-    served = live.frames(follow)
     frames: list[Frame] = []
-    try:
-        async with asyncio.timeout(30):
-            frames.extend(await anext(served))  # W's seq 1
-            x = await eventlog.open_generation(TENANT, stream)
-            await eventlog.append(TENANT, x.token, [EventBody("x1")], first_seq=1, terminal=False)
-            async for batch in served:
-                frames.extend(batch)
-                if len(frames) >= 3:
-                    break
-    finally:
-        await served.aclose()
-        follow.close()
+    async with _reading(app, stream, None) as served:
+        frames.extend(await anext(served))  # W's seq 1
+        x = await eventlog.open_generation(TENANT, stream)
+        await eventlog.append(TENANT, x.token, [EventBody("x1")], first_seq=1, terminal=False)
+        await _read_until(served, frames, 3)
     assert _shown(frames) == [
         ("event", w.token, 1),
         ("reset", x.token, None),

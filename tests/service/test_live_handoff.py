@@ -56,6 +56,17 @@ class CountedSteps:
                 await self._started.wait()
 
 
+async def following_a_new_generation(
+    app: FastAPI, stream: str
+) -> tuple[Any, Any, AsyncIterator[Sequence[Frame]]]:
+    """The app's container, a new generation of `stream`, and the frames of a live reader
+    of it from its start."""
+    container = state_of(app).container
+    gen = await container.eventlog.open_generation(TENANT, stream)
+    follow = await container.live.follow(TENANT, stream, f"{gen.token}:0")
+    return container, gen, container.live.frames(follow)
+
+
 async def next_frames(frames: AsyncIterator[Sequence[Frame]]) -> list[Frame]:
     return list(await asyncio.wait_for(anext(frames), 5))
 
@@ -63,10 +74,7 @@ async def next_frames(frames: AsyncIterator[Sequence[Frame]]) -> list[Frame]:
 async def test_own_appends_are_handed_over_and_other_changes_read(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    container = state_of(app).container
-    gen = await container.eventlog.open_generation(TENANT, "s.handoff")
-    follow = await container.live.follow(TENANT, "s.handoff", f"{gen.token}:0")
-    frames = container.live.frames(follow)
+    container, gen, frames = await following_a_new_generation(app, "s.handoff")
     steps = CountedSteps(monkeypatch, app)
     try:
         first = asyncio.create_task(next_frames(frames))
@@ -92,12 +100,9 @@ async def test_own_appends_are_handed_over_and_other_changes_read(
 async def test_a_handoff_is_used_only_from_the_readers_position_and_until_a_change(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    container = state_of(app).container
+    container, gen, frames = await following_a_new_generation(app, "s.behind")
     hub = container.hub
     handoffs = container.live.handoffs
-    gen = await container.eventlog.open_generation(TENANT, "s.behind")
-    follow = await container.live.follow(TENANT, "s.behind", f"{gen.token}:0")
-    frames = container.live.frames(follow)
     steps = CountedSteps(monkeypatch, app)
     try:
         waiting = asyncio.create_task(next_frames(frames))

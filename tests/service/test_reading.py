@@ -163,12 +163,20 @@ async def test_explain_agrees_with_resume(client: httpx.AsyncClient, reason: Rea
     _agree(answer, explained)
 
 
+async def _resumed_over_a_hole(
+    client: httpx.AsyncClient, database_url: str, stream: str, count: int, *, hole: int
+) -> tuple[str, Any, Any]:
+    """`count` events on `stream`, event `hole` deleted under the counters; the generation,
+    and what resume and explain from seq 1 say."""
+    token = await _filled(client, stream, count)
+    await _delete_events(database_url, token, range(hole, hole + 1))
+    return token, *await _both(client, stream, f"{token}:1")
+
+
 async def test_a_hole_in_the_first_page_is_an_eviction_hole_for_both(
     client: httpx.AsyncClient, database_url: str
 ) -> None:
-    token = await _filled(client, "hole", 6)
-    await _delete_events(database_url, token, range(3, 4))
-    answer, explained = await _both(client, "hole", f"{token}:1")
+    _, answer, explained = await _resumed_over_a_hole(client, database_url, "hole", 6, hole=3)
     assert answer["reason"] == "eviction_hole"
     _agree(answer, explained)
 
@@ -179,9 +187,9 @@ async def test_a_hole_past_the_first_page_is_judged_alike(
     # Resume checks the page it delivers; a hole beyond it is found by the next page (410).
     # Explain once counted every stored event and said `eviction_hole` here while resume
     # said `ok`: one read path makes them say the same.
-    token = await _filled(client, "far-hole", 700)
-    await _delete_events(database_url, token, range(650, 651))
-    answer, explained = await _both(client, "far-hole", f"{token}:1")
+    token, answer, explained = await _resumed_over_a_hole(
+        client, database_url, "far-hole", 700, hole=650
+    )
     assert answer["reason"] == "ok"
     _agree(answer, explained)
     later = await client.get(f"/v1/generations/{token}/events", params={"after": 600})

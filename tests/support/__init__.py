@@ -24,6 +24,11 @@ Server processes (`processes.py`): the one way to run a real server process
     `hostile_calls.py` runs one client call against it in a process of its own and
     reports its peak RSS.
     `process_memory.RssSampler`: the peak RSS of a process while a block runs.
+    `StartedInWith`: `with thing:` starts and stops anything with `start()`/`stop()`.
+    `gates.served_gates(server)`: a test MCP server's `POST /test/gates/{name}`, which a
+    tool waits on (how a test orders events across processes).
+    `gateway.gateway_before(upstream, workdir)`: an upstream process and the gateway in
+    front of it; `upstreams/raw_server.py`: the hand-written upstreams' command line.
 
 The app in-process
     `app.app_client(settings)` / `make_settings(url)`: the app behind an

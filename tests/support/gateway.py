@@ -62,3 +62,21 @@ def gateway_process(
     """The gateway, running for the block."""
     with gateway_process_of(upstream_mcp_url, database_url, workdir, env) as server:
         yield server
+
+
+@contextmanager
+def gateway_before(
+    upstream: ServerProcess,
+    workdir: Path,
+    database_url: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[ServerProcess]:
+    """`upstream` (a process not yet started) and the gateway in front of its `/mcp`, on
+    `database_url` (none: `gateway.db`, SQLite, in `workdir`), both running for the block;
+    yields the gateway."""
+    database_url = database_url or f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"
+    with (
+        upstream,
+        gateway_process(f"{upstream.base_url}/mcp", database_url, workdir, env) as gateway,
+    ):
+        yield gateway

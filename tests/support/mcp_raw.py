@@ -17,11 +17,11 @@ HEADERS = {
 }
 
 
-def initialize(client: str) -> dict[str, Any]:
-    """An `initialize` request (id 0) of a client named `client`."""
+def initialize(client: str, rid: int = 0) -> dict[str, Any]:
+    """An `initialize` request (id `rid`) of a client named `client`."""
     return {
         "jsonrpc": "2.0",
-        "id": 0,
+        "id": rid,
         "method": "initialize",
         "params": {
             "protocolVersion": PROTOCOL,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections import defaultdict
 
 import anyio
 import uvicorn
@@ -33,7 +32,9 @@ from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-gates: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
+from tests.support.gates import served_gates
+from tests.support.upstreams import contract
+
 replay_gate: dict[str, str] = {}  # session scope -> the gate its replays wait for
 done_gate: dict[tuple[str, str], str] = {}  # (scope, request id) -> gate opened on response
 
@@ -59,6 +60,7 @@ class GatedStore(EventLogEventStore):
 
 
 server = MCPServer("eventlog-e2e")
+gates = served_gates(server)
 
 
 async def _wait(gate: str) -> None:
@@ -101,20 +103,12 @@ async def progress(
                 await _wait(f"{tag}:close")
                 await ctx.close_sse_stream()
             await _wait(f"{tag}:continue")
-    return result_text(result_bytes) if result_bytes else f"counted to {n}"
+    return contract.result_text(n, result_bytes)
 
 
 def result_text(size: int) -> str:
-    """A large tool result: `size` characters, some of them outside ASCII."""
-    line = "result line ✓ 0123456789 abcdefghijklmnopqrstuvwxyz\n"
-    return (line * (size // len(line) + 1))[:size]
-
-
-@server.custom_route("/test/gates/{name}", methods=["POST"])
-async def open_gate(request: Request) -> Response:
-    """Open a gate (the tests' way to order events across processes)."""
-    gates[request.path_params["name"]].set()
-    return JSONResponse({"opened": request.path_params["name"]})
+    """A large tool result: `size` characters, some of them outside ASCII (the upstreams')."""
+    return contract.result_text(0, size)
 
 
 @server.custom_route("/test/scopes/{session_id}", methods=["GET"])

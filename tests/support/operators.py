@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
+from app import cli
 from app.admin_cli import run_admin
 from app.admin_client import AdminClient
 from app.cli import _parser
@@ -81,3 +83,16 @@ async def admin_cli(keyed: KeyedApp, *argv: str, key: str = ADMIN, expect: int =
         code = await run_admin(args, client, out)
     assert code == expect
     return out.getvalue()
+
+
+# The bodies of two fixtures of the modules that drive `mcp-eventlog admin …` against an app;
+# each module makes them its fixtures in a line (`pytest.fixture(keyed_app, name="keyed")`).
+def leave_logging_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main` configures the process's logging; here that process is pytest's."""
+    monkeypatch.setattr(cli, "configure_logging", lambda _settings: None)
+
+
+async def keyed_app(database_url: str) -> AsyncIterator[KeyedApp]:
+    """The app with the three test keys, running."""
+    async with running_app(keyed_settings(database_url)) as app:
+        yield app

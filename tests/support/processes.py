@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -55,7 +56,29 @@ def child_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {**full, **env, "PYTHONPATH": str(REPO)}
 
 
-class ServerProcess:
+class StartedInWith:
+    """`with thing:` starts it, and stops it on the way out (whatever happened inside)."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _error: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ServerProcess(StartedInWith):
     """One server process on 127.0.0.1; `start()` again after `stop()`/`kill()` restarts it.
 
     By default `python -m app serve --port PORT *args` on `database_url` (when given; else
@@ -175,18 +198,6 @@ class ServerProcess:
         """The running process's resident set size now, in bytes."""
         assert self.pid is not None, "not running"
         return rss(self.pid)
-
-    def __enter__(self) -> ServerProcess:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        _type: type[BaseException] | None,
-        _error: BaseException | None,
-        _tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 @contextmanager

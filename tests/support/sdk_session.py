@@ -4,7 +4,7 @@ says. The client tests of the Python SDK store share these."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,20 +23,22 @@ class Progress:
 
     steps: list[float] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
-    reached: dict[int, anyio.Event] = field(default_factory=dict)
-    counted: dict[int, anyio.Event] = field(default_factory=dict)
+    waiting: list[tuple[Callable[[], bool], anyio.Event]] = field(default_factory=list)
+
+    def when(self, condition: Callable[[], bool]) -> anyio.Event:
+        """Set once `condition()` holds."""
+        event = anyio.Event()
+        self.waiting.append((condition, event))
+        self._check()
+        return event
 
     def at(self, step: int) -> anyio.Event:
         """Set once progress step `step` and its resumption token have both arrived."""
-        event = self.reached.setdefault(step, anyio.Event())
-        self._check()
-        return event
+        return self.when(lambda: len(self.steps) >= step and len(self.tokens) > step)
 
     def tokens_counted(self, count: int) -> anyio.Event:
         """Set once `count` event ids (priming events' included) have arrived."""
-        event = self.counted.setdefault(count, anyio.Event())
-        self._check()
-        return event
+        return self.when(lambda: len(self.tokens) >= count)
 
     def token_of(self, step: int) -> str:
         """The event id of progress step `step` (`tokens[0]` is the priming event's)."""
@@ -52,11 +54,8 @@ class Progress:
 
     def _check(self) -> None:
         # The SDK calls the two callbacks from different tasks, in either order.
-        for step, event in self.reached.items():
-            if len(self.steps) >= step and len(self.tokens) > step:
-                event.set()
-        for count, event in self.counted.items():
-            if len(self.tokens) >= count:
+        for condition, event in self.waiting:
+            if condition():
                 event.set()
 
 
@@ -64,12 +63,31 @@ class Progress:
 async def mcp_client(
     url: str, *, session_id: str | None = None, initialize: bool = True, end_session: bool = True
 ) -> AsyncIterator[tuple[ClientSession, list[str], list[Any]]]:
-    """An SDK client session; yields it, its session id (once known) and what it was sent.
+    """An SDK client session on the test server at `url` (its `/mcp`): `client_session`'s."""
+    async with client_session(
+        f"{url}/mcp", session_id=session_id, initialize=initialize, end_session=end_session
+    ) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def client_session(
+    endpoint: str,
+    *,
+    session_id: str | None = None,
+    initialize: bool = True,
+    end_session: bool = True,
+    headers: dict[str, str] | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
+) -> AsyncIterator[tuple[ClientSession, list[str], list[Any]]]:
+    """An SDK client session on the MCP `endpoint`; yields it, its session id (once known)
+    and what it was sent.
 
     The third value collects every notification the session's message handler sees.
 
     With `session_id` it joins that (existing) session instead of opening one; with
-    `end_session=False` leaving does not end the session on the server.
+    `end_session=False` leaving does not end the session on the server. `headers` go with
+    every request, over `transport` when given.
     """
     session_ids: list[str] = [] if session_id is None else [session_id]
     notifications: list[Any] = []
@@ -82,17 +100,15 @@ async def mcp_client(
     async def on_message(message: Any) -> None:
         notifications.append(message)
 
-    headers = (
-        {}
-        if session_id is None
-        else {"mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
-    )
+    sent = dict(headers or {})
+    if session_id is not None:
+        sent |= {"mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
     http = httpx2.AsyncClient(
-        headers=headers, timeout=30, event_hooks={"response": [remember_session]}
+        headers=sent, timeout=30, transport=transport, event_hooks={"response": [remember_session]}
     )
     async with (
         http,
-        streamable_http_client(f"{url}/mcp", http_client=http, terminate_on_close=end_session) as (
+        streamable_http_client(endpoint, http_client=http, terminate_on_close=end_session) as (
             read,
             write,
         ),

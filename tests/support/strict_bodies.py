@@ -32,6 +32,16 @@ async def post_raw(client: httpx.AsyncClient, path: str, token: str, raw: bytes)
     )
 
 
+async def post_refused(
+    client: httpx.AsyncClient, path: str, token: str, raw: bytes
+) -> tuple[httpx.Response, bool]:
+    """`post_raw`, for a body that must be refused: the answer, and whether the stream and
+    its events are as they were before it (`state`)."""
+    before = await state(client, token)
+    answer = await post_raw(client, path, token, raw)
+    return answer, await state(client, token) == before
+
+
 def problem_code(answer: httpx.Response) -> str:
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"

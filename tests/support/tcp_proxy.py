@@ -14,15 +14,14 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Coroutine
-from types import TracebackType
 from typing import Any, TypeVar
 
-from tests.support.processes import free_port
+from tests.support.processes import StartedInWith, free_port
 
 T = TypeVar("T")
 
 
-class TcpProxy:
+class TcpProxy(StartedInWith):
     """Relay 127.0.0.1:`port` to 127.0.0.1:`target_port`; `cut()` drops what is open."""
 
     def __init__(self, target_port: int, port: int | None = None) -> None:
@@ -91,18 +90,6 @@ class TcpProxy:
             self._pairs.discard(pair)
             for w in pair:
                 w.transport.abort()
-
-    def __enter__(self) -> TcpProxy:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        _type: type[BaseException] | None,
-        _error: BaseException | None,
-        _tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

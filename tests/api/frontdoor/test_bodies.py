@@ -18,36 +18,22 @@ async def test_no_body_is_read_before_the_key_and_the_route_are_checked(
     length = str(len(body))
     json_type = {"content_type": "application/json", "content_length": length}
     async with started_app(keyed_settings(database_url)) as (app, _client):
-        nobody = await run(app, Call(body), "POST", f"/v1/generations/{TOKEN}/events", **json_type)
+
+        async def post(path: str, key: str | None, *, typed: bool = True) -> Call:
+            """POST the body to `path` as `key` (none: no authorization), typed as JSON."""
+            headers = {} if key is None else {"authorization": f"Bearer {key}"}
+            return await run(
+                app, Call(body), "POST", path, **headers, **(json_type if typed else {})
+            )
+
+        events = f"/v1/generations/{TOKEN}/events"
+        nobody = await post(events, None)
         assert (nobody.status, nobody.received) == (401, 0)
-        writer = await run(
-            app,
-            Call(body),
-            "POST",
-            "/admin/v1/explain",
-            authorization=f"Bearer {WRITER_A}",
-            **json_type,
-        )
+        writer = await post("/admin/v1/explain", WRITER_A)
         assert (writer.status, writer.received) == (403, 0)
-        admin = await run(
-            app,
-            Call(body),
-            "POST",
-            f"/v1/generations/{TOKEN}/events",
-            authorization=f"Bearer {ADMIN}",
-            **json_type,
-        )
+        admin = await post(events, ADMIN)
         assert (admin.status, admin.received) == (403, 0)
-        unknown = await run(
-            app, Call(body), "POST", "/v1/no-such-route", authorization=f"Bearer {WRITER_A}"
-        )
+        unknown = await post("/v1/no-such-route", WRITER_A, typed=False)
         assert (unknown.status, unknown.received) == (404, 0)
-        allowed = await run(
-            app,
-            Call(body),
-            "POST",
-            f"/v1/generations/{TOKEN}/events",
-            authorization=f"Bearer {WRITER_A}",
-            **json_type,
-        )
+        allowed = await post(events, WRITER_A)
         assert (allowed.status, allowed.received) == (404, 1)  # read, then unknown_generation

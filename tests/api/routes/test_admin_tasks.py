@@ -4,34 +4,24 @@ and events), the CLI's `tasks` and `task` commands, on both databases."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from app import cli
 from tests.support.operators import (
     ADMIN,
     WRITER_A,
     KeyedApp,
-    keyed_settings,
+    keyed_app,
+    leave_logging_alone,
     ok,
-    running_app,
 )
 from tests.support.operators import admin_cli as run
 
 RESULT = {"content": [{"type": "text", "text": "done"}], "isError": False}
 
-
-@pytest.fixture(autouse=True)
-def _leave_logging_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "configure_logging", lambda _settings: None)
-
-
-@pytest.fixture
-async def keyed(database_url: str) -> AsyncIterator[KeyedApp]:
-    async with running_app(keyed_settings(database_url)) as app:
-        yield app
+_leave_logging_alone = pytest.fixture(leave_logging_alone, autouse=True)
+keyed = pytest.fixture(keyed_app, name="keyed")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,17 @@ SERVER_ENV = {
     "EVENTLOG_LIVE_MAX_WAIT_SECONDS": "5",
     "EVENTLOG_RETENTION_INTERVAL_SECONDS": "0",
 }
+
+
+@asynccontextmanager
+async def own_server(
+    database_url: str, tmp_path: Path, **env: str
+) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
+    """A server process of the test's own (`SERVER_ENV`, `env` over it) and a client of it."""
+    environment = {**SERVER_ENV, "EVENTLOG_DATABASE_URL": database_url, **env}
+    with running_server(environment, cwd=tmp_path) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=WAIT) as http:
+            yield base, http
 
 
 async def readers_gauge(http: httpx.AsyncClient) -> float:
@@ -295,21 +307,16 @@ async def test_a_client_that_leaves_frees_its_slot_at_once(
 ) -> None:
     # The heartbeat is a minute away: only noticing the client leave can free the slot
     # (and the watch) before it, not a send to the gone client failing.
-    env = {
-        **SERVER_ENV,
-        "EVENTLOG_DATABASE_URL": database_url,
-        "EVENTLOG_LIVE_HEARTBEAT_SECONDS": "60",
-    }
-    with running_server(env, cwd=tmp_path) as base:
-        async with httpx.AsyncClient(base_url=base, timeout=WAIT) as http:
-            await open_generation(http, "leaving")
-            async with httpx.AsyncClient(base_url=base, timeout=WAIT) as raw:
-                async with raw.stream("GET", "/v1/streams/leaving/live") as response:
-                    assert (await anext(response.aiter_text())).startswith("retry: ")
-                    await gauge_reaches(http, 1)
-                left = time.monotonic()  # the connection is closed here
-            await gauge_reaches(http, 0)
-            freed = time.monotonic() - left
+    heartbeat = {"EVENTLOG_LIVE_HEARTBEAT_SECONDS": "60"}
+    async with own_server(database_url, tmp_path, **heartbeat) as (base, http):
+        await open_generation(http, "leaving")
+        async with httpx.AsyncClient(base_url=base, timeout=WAIT) as raw:
+            async with raw.stream("GET", "/v1/streams/leaving/live") as response:
+                assert (await anext(response.aiter_text())).startswith("retry: ")
+                await gauge_reaches(http, 1)
+            left = time.monotonic()  # the connection is closed here
+        await gauge_reaches(http, 0)
+        freed = time.monotonic() - left
     assert freed < 3, f"the slot was freed {freed:.2f}s after the client left"
 
 
@@ -402,23 +409,17 @@ def test_the_module_server_env_is_documented() -> None:
 async def test_a_connection_ends_after_its_lifetime_and_the_reader_continues_exactly(
     database_url: str, tmp_path: Path
 ) -> None:
-    env = {
-        **SERVER_ENV,
-        "EVENTLOG_DATABASE_URL": database_url,
-        "EVENTLOG_LIVE_MAX_SECONDS": "1.5",
-    }
-    with running_server(env, cwd=tmp_path) as base:
-        async with httpx.AsyncClient(base_url=base, timeout=WAIT) as http:
-            token = await open_generation(http, "polling")
-            await append(http, token, "1", "2")
-            async with reading(base, "polling") as first:
-                assert [e.data for e in await first.take(2)] == ["1", "2"]
-                async with asyncio.timeout(WAIT):
-                    await first.ended.wait()  # ended by the service: no `end`, no error
-                assert first.events.empty()
-            await append(http, token, "3")
-            async with reading(base, "polling", first.last_id) as second:
-                assert [(e.id, e.data) for e in await second.take(1)] == [(f"{token}:3", "3")]
+    async with own_server(database_url, tmp_path, EVENTLOG_LIVE_MAX_SECONDS="1.5") as (base, http):
+        token = await open_generation(http, "polling")
+        await append(http, token, "1", "2")
+        async with reading(base, "polling") as first:
+            assert [e.data for e in await first.take(2)] == ["1", "2"]
+            async with asyncio.timeout(WAIT):
+                await first.ended.wait()  # ended by the service: no `end`, no error
+            assert first.events.empty()
+        await append(http, token, "3")
+        async with reading(base, "polling", first.last_id) as second:
+            assert [(e.id, e.data) for e in await second.take(1)] == [(f"{token}:3", "3")]
 
 
 async def test_an_empty_last_event_id_header_is_no_claim(

@@ -13,11 +13,12 @@ so whatever the gateway's client does not read piles up in the gateway, not here
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
 import uuid
+
+from tests.support.upstreams import raw_server
 
 sent = 0
 go = asyncio.Event()
@@ -99,17 +100,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         writer.close()
 
 
-async def _main(port: int) -> None:
-    server = await asyncio.start_server(_handle, "127.0.0.1", port)
-    async with server:
-        await server.serve_forever()
-
-
 def main() -> None:
     """Serve on 127.0.0.1 (one request per connection: each answer closes it)."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    asyncio.run(_main(parser.parse_args().port))
+    raw_server.main(_handle)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,12 @@ order, a progress notification before each.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import uuid
 import zlib
+
+from tests.support.upstreams import raw_server
 
 reconnects = {"count": 0}
 
@@ -201,17 +202,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             pass
 
 
-async def _main(port: int) -> None:
-    server = await asyncio.start_server(_handle, "127.0.0.1", port)
-    async with server:
-        await server.serve_forever()
-
-
 def main() -> None:
     """Serve on 127.0.0.1."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    asyncio.run(_main(parser.parse_args().port))
+    raw_server.main(_handle)
 
 
 if __name__ == "__main__":

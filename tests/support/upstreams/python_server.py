@@ -26,13 +26,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-gates: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
+from tests.support.gates import served_gates
+from tests.support.upstreams.contract import result_text
+
 steps: defaultdict[str, int] = defaultdict(int)
 seen: dict[str, list[list[str]]] = {"headers": [], "proxy": []}
 PROXY_HEADERS = (b"forwarded", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host")
 PROXY_HEADERS += (b"x-real-ip",)
 
 server = MCPServer("gateway-upstream")
+gates = served_gates(server)
 
 
 @server.tool()
@@ -58,17 +61,7 @@ async def progress(
         if step == pause_again_at:
             with anyio.fail_after(60):
                 await gates[f"{tag}:again"].wait()
-    if result_bytes:
-        line = "result line ✓ 0123456789 abcdefghijklmnopqrstuvwxyz\n"
-        return (line * (result_bytes // len(line) + 1))[:result_bytes]
-    return f"counted to {n}"
-
-
-@server.custom_route("/test/gates/{name}", methods=["POST"])
-async def open_gate(request: Request) -> Response:
-    """Open a gate."""
-    gates[request.path_params["name"]].set()
-    return JSONResponse({"opened": request.path_params["name"]})
+    return result_text(n, result_bytes)
 
 
 @server.custom_route("/test/steps/{tag}", methods=["GET"])
