@@ -2,7 +2,8 @@
 
 `app/api/problem_table.py` is the one source of the problem codes. Three files are written
 from it, never by hand: the Python client's `codes.py`, the TypeScript client's `codes.ts`
-(one exception class per group, one per code under its group) and
+(one exception class per group, one per code under its group: a line each, whose base
+`refusal()` of `error-base.ts` gives the code and its statuses) and
 `tests/fixtures/problem-codes.json` (what both clients' suites read).
 `tests/api/test_code_tables.py` fails when a file differs from what `render()` gives now.
 
@@ -113,6 +114,14 @@ def render_python() -> str:
     return "\n".join(out) + "\n"
 
 
+def _class_line(name: str, arguments: list[str]) -> list[str]:
+    """`export class <name> extends refusal(<arguments>) {}`: one line, or as prettier wraps it."""
+    line = f"export class {name} extends refusal({', '.join(arguments)}) {{}}"
+    if len(line) <= 100:
+        return [line]
+    return [f"export class {name} extends refusal(", *(f"  {a}," for a in arguments), ") {}"]
+
+
 def render_typescript() -> str:
     """The TypeScript client's `codes.ts`."""
     out = [
@@ -125,7 +134,7 @@ def render_typescript() -> str:
         " * `make codes` writes.",
         " */",
         "",
-        'import { type RefusalClass, ServiceRefusal } from "./error-base.js";',
+        'import { type RefusalClass, refusal, ServiceRefusal } from "./error-base.js";',
         "",
         "type Group = typeof ServiceRefusal;",
     ]
@@ -137,12 +146,7 @@ def render_typescript() -> str:
             statuses = ", ".join(str(status) for status in sorted(row.status for row in rows))
             out += [""]
             out += _jsdoc(_summary(rows))
-            out += [
-                f"export class {name} extends {group_class(group)} {{",
-                f'  static override readonly code = "{code}";',
-                f"  static override readonly statuses = [{statuses}];",
-                "}",
-            ]
+            out += _class_line(name, [group_class(group), f'"{code}"', f"[{statuses}]"])
     out += ["", "/** Each group of the service's table, by its name, with its class. */"]
     out += ["export const GROUPS: ReadonlyMap<string, Group> = new Map<string, Group>(["]
     out += [f'  ["{g.value}", {group_class(g)}],' for g in ProblemGroup]

@@ -7,7 +7,7 @@
  * `make codes` writes.
  */
 
-import { type RefusalClass, ServiceRefusal } from "./error-base.js";
+import { type RefusalClass, refusal, ServiceRefusal } from "./error-base.js";
 
 type Group = typeof ServiceRefusal;
 
@@ -19,73 +19,40 @@ type Group = typeof ServiceRefusal;
 export class ConflictError extends ServiceRefusal {}
 
 /** 409: a claim or a page after a seq the generation never reached. */
-export class BeyondTail extends ConflictError {
-  static override readonly code = "beyond_tail";
-  static override readonly statuses = [409];
-}
+export class BeyondTail extends refusal(ConflictError, "beyond_tail", [409]) {}
 
 /** 409: the gateway: a claim of another MCP session or another credential. */
-export class CrossSession extends ConflictError {
-  static override readonly code = "cross_session";
-  static override readonly statuses = [409];
-}
+export class CrossSession extends refusal(ConflictError, "cross_session", [409]) {}
 
 /** 409: a live read's claim names a generation of another stream. */
-export class CrossStream extends ConflictError {
-  static override readonly code = "cross_stream";
-  static override readonly statuses = [409];
-}
+export class CrossStream extends refusal(ConflictError, "cross_stream", [409]) {}
 
 /** 409: a task status change the task's state does not allow. */
-export class InvalidTransition extends ConflictError {
-  static override readonly code = "invalid_transition";
-  static override readonly statuses = [409];
-}
+export class InvalidTransition extends refusal(ConflictError, "invalid_transition", [409]) {}
 
 /** 409: the batch overlaps stored events with other content (or unverifiable ones). */
-export class SeqConflict extends ConflictError {
-  static override readonly code = "seq_conflict";
-  static override readonly statuses = [409];
-}
+export class SeqConflict extends refusal(ConflictError, "seq_conflict", [409]) {}
 
 /** 409: first_seq is beyond tail_seq + 1. */
-export class SeqGap extends ConflictError {
-  static override readonly code = "seq_gap";
-  static override readonly statuses = [409];
-}
+export class SeqGap extends refusal(ConflictError, "seq_gap", [409]) {}
 
 /** 409: a task attempt number that was never started. */
-export class UnknownAttempt extends ConflictError {
-  static override readonly code = "unknown_attempt";
-  static override readonly statuses = [409];
-}
+export class UnknownAttempt extends refusal(ConflictError, "unknown_attempt", [409]) {}
 
 /** Nothing has that id for this key's tenant (or no such route): check the id. */
 export class NotFoundError extends ServiceRefusal {}
 
 /** 404: no such route (or console file). */
-export class NotFound extends NotFoundError {
-  static override readonly code = "not_found";
-  static override readonly statuses = [404];
-}
+export class NotFound extends refusal(NotFoundError, "not_found", [404]) {}
 
 /** 404: no generation has this token (for this tenant). */
-export class UnknownGeneration extends NotFoundError {
-  static override readonly code = "unknown_generation";
-  static override readonly statuses = [404];
-}
+export class UnknownGeneration extends refusal(NotFoundError, "unknown_generation", [404]) {}
 
 /** 404: no stream has this id (for this tenant). */
-export class UnknownStream extends NotFoundError {
-  static override readonly code = "unknown_stream";
-  static override readonly statuses = [404];
-}
+export class UnknownStream extends refusal(NotFoundError, "unknown_stream", [404]) {}
 
 /** 404: no task of this id the caller may see (unknown, expired or another's). */
-export class UnknownTask extends NotFoundError {
-  static override readonly code = "unknown_task";
-  static override readonly statuses = [404];
-}
+export class UnknownTask extends refusal(NotFoundError, "unknown_task", [404]) {}
 
 /**
  * What was asked for was there and is no longer kept (evicted, expired): start over from what is
@@ -94,19 +61,13 @@ export class UnknownTask extends NotFoundError {
 export class GoneError extends ServiceRefusal {}
 
 /** 410: events of the requested range were evicted (never skipped). */
-export class Evicted extends GoneError {
-  static override readonly code = "evicted";
-  static override readonly statuses = [410];
-}
+export class Evicted extends refusal(GoneError, "evicted", [410]) {}
 
 /**
  * 410: the generation's events were purged by its time to live (409: an append to a generation its
  * time to live expired).
  */
-export class Expired extends GoneError {
-  static override readonly code = "expired";
-  static override readonly statuses = [409, 410];
-}
+export class Expired extends refusal(GoneError, "expired", [409, 410]) {}
 
 /**
  * Over a size limit of the service: send less at once (smaller events, fewer events per batch,
@@ -115,28 +76,16 @@ export class Expired extends GoneError {
 export class TooLargeError extends ServiceRefusal {}
 
 /** 413: a batch holds more events than EVENTLOG_MAX_BATCH_EVENTS. */
-export class BatchTooLarge extends TooLargeError {
-  static override readonly code = "batch_too_large";
-  static override readonly statuses = [413];
-}
+export class BatchTooLarge extends refusal(TooLargeError, "batch_too_large", [413]) {}
 
 /** 413: the body is over EVENTLOG_MAX_BODY_BYTES. */
-export class BodyTooLarge extends TooLargeError {
-  static override readonly code = "body_too_large";
-  static override readonly statuses = [413];
-}
+export class BodyTooLarge extends refusal(TooLargeError, "body_too_large", [413]) {}
 
 /** 413: an event's data is over EVENTLOG_MAX_EVENT_BYTES. */
-export class EventTooLarge extends TooLargeError {
-  static override readonly code = "event_too_large";
-  static override readonly statuses = [413];
-}
+export class EventTooLarge extends refusal(TooLargeError, "event_too_large", [413]) {}
 
 /** 431: a request's head is over EVENTLOG_MAX_HEADER_BYTES or EVENTLOG_MAX_HEADERS lines. */
-export class HeadersTooLarge extends TooLargeError {
-  static override readonly code = "headers_too_large";
-  static override readonly statuses = [431];
-}
+export class HeadersTooLarge extends refusal(TooLargeError, "headers_too_large", [431]) {}
 
 /**
  * The service, its database or the gateway's upstream cannot take the request now (busy, starting,
@@ -146,70 +95,37 @@ export class HeadersTooLarge extends TooLargeError {
 export class RetryLaterError extends ServiceRefusal {}
 
 /** 503: readiness: a background task of the process is down. */
-export class BackgroundTaskDown extends RetryLaterError {
-  static override readonly code = "background_task_down";
-  static override readonly statuses = [503];
-}
+export class BackgroundTaskDown extends refusal(RetryLaterError, "background_task_down", [503]) {}
 
 /** 408: the body did not arrive within EVENTLOG_BODY_TIMEOUT_SECONDS. */
-export class BodyTimeout extends RetryLaterError {
-  static override readonly code = "body_timeout";
-  static override readonly statuses = [408];
-}
+export class BodyTimeout extends refusal(RetryLaterError, "body_timeout", [408]) {}
 
 /** 503: the database is unreachable, restarting or busy; nothing was stored. */
-export class DatabaseUnavailable extends RetryLaterError {
-  static override readonly code = "database_unavailable";
-  static override readonly statuses = [503];
-}
+export class DatabaseUnavailable extends refusal(RetryLaterError, "database_unavailable", [503]) {}
 
 /** 408: a request's head did not arrive within EVENTLOG_HEADER_TIMEOUT_SECONDS. */
-export class HeaderTimeout extends RetryLaterError {
-  static override readonly code = "header_timeout";
-  static override readonly statuses = [408];
-}
+export class HeaderTimeout extends refusal(RetryLaterError, "header_timeout", [408]) {}
 
 /** 503: the process holds as many request bodies as it may. */
-export class Overloaded extends RetryLaterError {
-  static override readonly code = "overloaded";
-  static override readonly statuses = [503];
-}
+export class Overloaded extends refusal(RetryLaterError, "overloaded", [503]) {}
 
 /** 503: readiness: the database schema is not the newest. */
-export class SchemaNotCurrent extends RetryLaterError {
-  static override readonly code = "schema_not_current";
-  static override readonly statuses = [503];
-}
+export class SchemaNotCurrent extends refusal(RetryLaterError, "schema_not_current", [503]) {}
 
 /** 503: the process holds EVENTLOG_MAX_CONNECTIONS connections. */
-export class TooManyConnections extends RetryLaterError {
-  static override readonly code = "too_many_connections";
-  static override readonly statuses = [503];
-}
+export class TooManyConnections extends refusal(RetryLaterError, "too_many_connections", [503]) {}
 
 /** 503: the process sends as many pages of events at once as it may (count or bytes). */
-export class TooManyPages extends RetryLaterError {
-  static override readonly code = "too_many_pages";
-  static override readonly statuses = [503];
-}
+export class TooManyPages extends refusal(RetryLaterError, "too_many_pages", [503]) {}
 
 /** 503: the process serves EVENTLOG_LIVE_MAX_READERS live readers. */
-export class TooManyReaders extends RetryLaterError {
-  static override readonly code = "too_many_readers";
-  static override readonly statuses = [503];
-}
+export class TooManyReaders extends refusal(RetryLaterError, "too_many_readers", [503]) {}
 
 /** 502: the gateway's upstream MCP server is unreachable or failed before answering. */
-export class UpstreamUnavailable extends RetryLaterError {
-  static override readonly code = "upstream_unavailable";
-  static override readonly statuses = [502];
-}
+export class UpstreamUnavailable extends refusal(RetryLaterError, "upstream_unavailable", [502]) {}
 
 /** 503: readiness: the gateway's upstream MCP server does not answer. */
-export class UpstreamUnreachable extends RetryLaterError {
-  static override readonly code = "upstream_unreachable";
-  static override readonly statuses = [503];
-}
+export class UpstreamUnreachable extends refusal(RetryLaterError, "upstream_unreachable", [503]) {}
 
 /**
  * This writer may no longer write the generation or task: it was superseded, finished or
@@ -218,22 +134,13 @@ export class UpstreamUnreachable extends RetryLaterError {
 export class FencedError extends ServiceRefusal {}
 
 /** 409: the writer's lease ran out and the generation was abandoned (fenced). */
-export class Abandoned extends FencedError {
-  static override readonly code = "abandoned";
-  static override readonly statuses = [409];
-}
+export class Abandoned extends refusal(FencedError, "abandoned", [409]) {}
 
 /** 409: a newer generation of the stream fenced this one. */
-export class Superseded extends FencedError {
-  static override readonly code = "superseded";
-  static override readonly statuses = [409];
-}
+export class Superseded extends refusal(FencedError, "superseded", [409]) {}
 
 /** 409: the generation is finished; nothing more is appended. */
-export class TerminalGeneration extends FencedError {
-  static override readonly code = "terminal";
-  static override readonly statuses = [409];
-}
+export class TerminalGeneration extends refusal(FencedError, "terminal", [409]) {}
 
 /**
  * The request itself is wrong (its body, media type, method, a value or an id): fix it; sent again
@@ -242,58 +149,35 @@ export class TerminalGeneration extends FencedError {
 export class InvalidRequestError extends ServiceRefusal {}
 
 /** 409: a stream id several tenants use, asked about without saying which tenant. */
-export class AmbiguousStream extends InvalidRequestError {
-  static override readonly code = "ambiguous_stream";
-  static override readonly statuses = [409];
-}
+export class AmbiguousStream extends refusal(InvalidRequestError, "ambiguous_stream", [409]) {}
 
 /** 400: the framework could not read the request. */
-export class BadRequest extends InvalidRequestError {
-  static override readonly code = "bad_request";
-  static override readonly statuses = [400];
-}
+export class BadRequest extends refusal(InvalidRequestError, "bad_request", [400]) {}
 
 /** 422: the body is not strict UTF-8 JSON (or has a key twice). */
-export class InvalidJson extends InvalidRequestError {
-  static override readonly code = "invalid_json";
-  static override readonly statuses = [422];
-}
+export class InvalidJson extends refusal(InvalidRequestError, "invalid_json", [422]) {}
 
 /** 400: a live read's claim is not <token>:<seq>. */
-export class MalformedId extends InvalidRequestError {
-  static override readonly code = "malformed_id";
-  static override readonly statuses = [400];
-}
+export class MalformedId extends refusal(InvalidRequestError, "malformed_id", [400]) {}
 
 /** 405: the route does not answer this method. */
-export class MethodNotAllowed extends InvalidRequestError {
-  static override readonly code = "method_not_allowed";
-  static override readonly statuses = [405];
-}
+export class MethodNotAllowed extends refusal(InvalidRequestError, "method_not_allowed", [405]) {}
 
 /** 406: the client accepts none of the route's media types. */
-export class NotAcceptable extends InvalidRequestError {
-  static override readonly code = "not_acceptable";
-  static override readonly statuses = [406];
-}
+export class NotAcceptable extends refusal(InvalidRequestError, "not_acceptable", [406]) {}
 
 /** 422: an event's type is a control event name of live reads (reset, end). */
-export class ReservedEventType extends InvalidRequestError {
-  static override readonly code = "reserved_event_type";
-  static override readonly statuses = [422];
-}
+export class ReservedEventType extends refusal(InvalidRequestError, "reserved_event_type", [422]) {}
 
 /** 415: the body is not declared as JSON, or is encoded. */
-export class UnsupportedMediaType extends InvalidRequestError {
-  static override readonly code = "unsupported_media_type";
-  static override readonly statuses = [415];
-}
+export class UnsupportedMediaType extends refusal(
+  InvalidRequestError,
+  "unsupported_media_type",
+  [415],
+) {}
 
 /** 422: the request does not match the schema, or breaks a rule of the contract. */
-export class ValidationFailed extends InvalidRequestError {
-  static override readonly code = "validation_error";
-  static override readonly statuses = [422];
-}
+export class ValidationFailed extends refusal(InvalidRequestError, "validation_error", [422]) {}
 
 /**
  * The key, its scope, the `Host` or the `Origin` is not accepted: fix the caller's configuration,
@@ -302,28 +186,16 @@ export class ValidationFailed extends InvalidRequestError {
 export class AccessDeniedError extends ServiceRefusal {}
 
 /** 403: the key lacks the scope the route needs. */
-export class Forbidden extends AccessDeniedError {
-  static override readonly code = "forbidden";
-  static override readonly statuses = [403];
-}
+export class Forbidden extends refusal(AccessDeniedError, "forbidden", [403]) {}
 
 /** 421: the Host is not one the service answers as. */
-export class HostNotAllowed extends AccessDeniedError {
-  static override readonly code = "host_not_allowed";
-  static override readonly statuses = [421];
-}
+export class HostNotAllowed extends refusal(AccessDeniedError, "host_not_allowed", [421]) {}
 
 /** 403: a browser page of an origin not accepted. */
-export class OriginNotAllowed extends AccessDeniedError {
-  static override readonly code = "origin_not_allowed";
-  static override readonly statuses = [403];
-}
+export class OriginNotAllowed extends refusal(AccessDeniedError, "origin_not_allowed", [403]) {}
 
 /** 401: no key, or a key the service does not know. */
-export class Unauthorized extends AccessDeniedError {
-  static override readonly code = "unauthorized";
-  static override readonly statuses = [401];
-}
+export class Unauthorized extends refusal(AccessDeniedError, "unauthorized", [401]) {}
 
 /**
  * The service failed on its side (a defect, a database error): nothing was stored; its log says
@@ -332,16 +204,10 @@ export class Unauthorized extends AccessDeniedError {
 export class ServiceFaultError extends ServiceRefusal {}
 
 /** 500: an unexpected error of the service (its log has it). */
-export class InternalError extends ServiceFaultError {
-  static override readonly code = "internal_error";
-  static override readonly statuses = [500];
-}
+export class InternalError extends refusal(ServiceFaultError, "internal_error", [500]) {}
 
 /** 500: the database failed; nothing was stored. */
-export class StorageFailed extends ServiceFaultError {
-  static override readonly code = "storage_error";
-  static override readonly statuses = [500];
-}
+export class StorageFailed extends refusal(ServiceFaultError, "storage_error", [500]) {}
 
 /** Each group of the service's table, by its name, with its class. */
 export const GROUPS: ReadonlyMap<string, Group> = new Map<string, Group>([

@@ -48,3 +48,21 @@ export type RefusalClass = (new (
   readonly code: string;
   readonly statuses: readonly number[];
 };
+
+/**
+ * The base a code's class of `codes.ts` extends: its `group`, with the code's `code` and the
+ * statuses the service documents for it. One line a code: `export class SeqGap extends
+ * refusal(ConflictError, "seq_gap", [409]) {}` is a `ConflictError` whose static `code` is
+ * `"seq_gap"`.
+ */
+export function refusal<G extends typeof ServiceRefusal, C extends string>(
+  group: G,
+  code: C,
+  statuses: readonly number[],
+): G & { readonly code: C; readonly statuses: readonly number[] } {
+  const base: typeof ServiceRefusal = group;
+  return class extends base {
+    static override readonly code = code;
+    static override readonly statuses = statuses;
+  } as unknown as G & { readonly code: C; readonly statuses: readonly number[] };
+}

@@ -263,7 +263,11 @@ export function parseResumeAnswer(body: unknown): ResumeAnswer {
 
 /** Read a page response. */
 export function parseEventPage(body: unknown): EventPage {
-  const f = new Fields(body, "page");
+  return pageFields(new Fields(body, "page"));
+}
+
+/** The fields of a page of events: a generation's, or (with its own) a task attempt's. */
+export function pageFields(f: Fields): EventPage {
   return {
     generation: f.str("generation"),
     events: f.list("events").map(parseStoredEvent),

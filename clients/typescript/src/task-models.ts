@@ -6,7 +6,7 @@
  */
 
 import { isRecord, MalformedResponse } from "./errors.js";
-import { Fields, parseStoredEvent, type StoredEvent } from "./models.js";
+import { type EventPage, Fields, pageFields } from "./models.js";
 
 export type TaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled";
 export const TERMINAL_STATUSES: ReadonlySet<TaskStatus> = new Set([
@@ -65,15 +65,9 @@ export interface TaskAppend {
  * A page of the current attempt's events. A reader that sees `attempt` change (or
  * `superseded`) discards what it read and starts over at `after: 0`: never splice two runs.
  */
-export interface TaskEventsPage {
+export interface TaskEventsPage extends EventPage {
   readonly taskId: string;
   readonly attempt: number;
-  readonly generation: string;
-  readonly events: readonly StoredEvent[];
-  readonly nextAfter: number | null;
-  readonly headSeq: number;
-  readonly tailSeq: number;
-  readonly terminal: boolean;
   readonly superseded: boolean;
 }
 
@@ -169,12 +163,7 @@ export function parseTaskEventsPage(body: unknown): TaskEventsPage {
   return {
     taskId: r.str("task_id"),
     attempt: r.int("attempt"),
-    generation: r.str("generation"),
-    events: r.list("events").map(parseStoredEvent),
-    nextAfter: r.optInt("next_after"),
-    headSeq: r.int("head_seq"),
-    tailSeq: r.int("tail_seq"),
-    terminal: r.bool("terminal"),
+    ...pageFields(r),
     superseded: r.bool("superseded", false),
   };
 }

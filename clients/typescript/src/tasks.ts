@@ -23,7 +23,7 @@
  * changing its status are sent once.
  */
 
-import type { CallOptions } from "./client.js";
+import type { CallOptions, PageOptions } from "./client.js";
 import { type ConnectionOptions, ServiceConnection } from "./connection.js";
 import { followPath, type FollowOptions, type LiveEvent } from "./live.js";
 import type { NewEvent } from "./models.js";
@@ -80,13 +80,8 @@ export interface StatusOptions extends CallOptions {
   readonly inputRequests?: JsonObject | undefined;
 }
 
-/** Which of the current attempt's events a page holds. */
-export interface TaskEventsOptions extends RequesterOptions {
-  readonly after?: number | undefined;
-  readonly limit?: number | undefined;
-  /** Seconds to wait for an event when there is none yet (a long-poll). */
-  readonly wait?: number | undefined;
-}
+/** Which of the current attempt's events a page holds: a generation's page options. */
+export interface TaskEventsOptions extends RequesterOptions, PageOptions {}
 
 /** Options of `TaskClient`: how to reach the service, or a shared connection. */
 export interface TaskClientOptions extends ConnectionOptions {

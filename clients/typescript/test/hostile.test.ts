@@ -14,6 +14,7 @@ import {
   ChannelUnavailable,
   DeadlineExceeded,
   EventLogClient,
+  type EventLogEventStoreOptions,
   EventLogServerEventBus,
   InvalidResponse,
   MalformedResponse,
@@ -104,7 +105,15 @@ describe("the client against a hostile service", () => {
   }
 });
 
-describe("an MCP session whose store points at a hostile service", () => {
+/**
+ * What a test of an MCP session on the hostile service opens: an MCP server whose store points
+ * at `key` (one try, 1 s deadlines, the cap; `options` on top) and a client's session to it,
+ * both closed after each test of the block.
+ */
+function sessions(): (
+  key: string,
+  options?: Partial<EventLogEventStoreOptions>,
+) => Promise<{ mcp: McpFixture; session: TestClient }> {
   let mcp: McpFixture | undefined;
   let session: TestClient | undefined;
 
@@ -113,16 +122,26 @@ describe("an MCP session whose store points at a hostile service", () => {
     await mcp?.close();
   });
 
+  return async (key, options = {}) => {
+    mcp = await McpFixture.start({
+      ...hostile.as(key),
+      retry: NO_RETRY,
+      timeoutMs: 1_000,
+      storeTimeoutMs: 1_000,
+      maxResponseBytes: CAP,
+      ...options,
+    });
+    session = await connectClient(mcp.url);
+    return { mcp, session };
+  };
+}
+
+describe("an MCP session whose store points at a hostile service", () => {
+  const open = sessions();
+
   for (const key of ["html", "drip", "huge", "gzip-bomb", "redirect"]) {
     it(`${key}: every message goes out unstored, counted and logged, and the session goes on`, async () => {
-      mcp = await McpFixture.start({
-        ...hostile.as(key),
-        retry: NO_RETRY,
-        timeoutMs: 1_000,
-        storeTimeoutMs: 1_000,
-        maxResponseBytes: CAP,
-      });
-      session = await connectClient(mcp.url);
+      const { mcp, session } = await open(key);
       for (const run of ["first", "second"]) {
         const tokens: string[] = [];
         const outcome = await session.call(
@@ -246,13 +265,7 @@ describe("the append channel against a hostile service", () => {
 });
 
 describe("an MCP session whose store's append channel is hostile", () => {
-  let mcp: McpFixture | undefined;
-  let session: TestClient | undefined;
-
-  afterEach(async () => {
-    await session?.close();
-    await mcp?.close();
-  });
+  const open = sessions();
 
   for (const key of [
     "ws-garbage",
@@ -267,16 +280,7 @@ describe("an MCP session whose store's append channel is hostile", () => {
     const fallsBack = key === "ws-redirect" || key === "ws-refuse";
     const outcome = fallsBack ? "are stored over REST" : "go out unstored, counted and logged";
     it(`per event, ${key}: the messages ${outcome}, and the session goes on`, async () => {
-      mcp = await McpFixture.start({
-        ...hostile.as(key),
-        retry: NO_RETRY,
-        timeoutMs: 1_000,
-        storeTimeoutMs: 1_000,
-        pauseAfterFailureMs: 0,
-        maxResponseBytes: CAP,
-        durability: "per_event",
-      });
-      session = await connectClient(mcp.url);
+      const { mcp, session } = await open(key, { pauseAfterFailureMs: 0, durability: "per_event" });
       const outcome = await session.call("steps", { run: "r", count: 3 });
       assert.deepEqual(outcome, { kind: "result", text: "r done" });
       assert.deepEqual(session.notes, steps("r", 1, 3));
@@ -303,16 +307,7 @@ describe("an MCP session whose store's append channel is hostile", () => {
       : "go out, and their loss is counted and logged";
     it(`pipelined, ${key}: the messages ${pipelined}, and the session goes on`, async () => {
       AppendChannel.closeShared(); // the per-event test's channel (and its logged outage) goes
-      mcp = await McpFixture.start({
-        ...hostile.as(key),
-        retry: NO_RETRY,
-        timeoutMs: 1_000,
-        storeTimeoutMs: 1_000,
-        pauseAfterFailureMs: 0,
-        maxResponseBytes: CAP,
-        giveUpAfterMs: 1_000,
-      });
-      session = await connectClient(mcp.url);
+      const { mcp, session } = await open(key, { pauseAfterFailureMs: 0, giveUpAfterMs: 1_000 });
       const outcome = await session.call("steps", { run: "r", count: 3 });
       assert.deepEqual(outcome, { kind: "result", text: "r done" });
       assert.deepEqual(session.notes, steps("r", 1, 3));

@@ -77,9 +77,18 @@ interface StepsArgs {
 
 type Notify = (data: string) => Promise<void>;
 
-/** A session's transport: `handleRequest` differs between the generations, `close` does not. */
+/** A session's transport: `handleRequest` differs between the generations, the rest does not. */
 interface SessionTransport {
   close(): Promise<void>;
+  onerror?: ((error: Error) => void) | undefined;
+}
+
+/** What a session's transport is made with, in either generation. */
+interface SessionOptions {
+  sessionIdGenerator: () => string;
+  eventStore: EventLogEventStore;
+  retryInterval: number;
+  onsessioninitialized: (id: string) => void;
 }
 
 /**
@@ -150,6 +159,32 @@ export class McpFixture {
     return store;
   }
 
+  /**
+   * A new session: its store, and its transport (`make`, given the options both generations'
+   * transports take) attached to the store, known by its id once the SDK gives it one, its
+   * errors collected, connected to a server (`connect`).
+   */
+  private async session<T extends SessionTransport>(
+    storeOptions: EventLogEventStoreOptions,
+    make: (options: SessionOptions) => T,
+    connect: (transport: T) => Promise<void>,
+  ): Promise<T> {
+    const store = this.store(storeOptions);
+    const created: T = store.attach(
+      make({
+        sessionIdGenerator: randomUUID,
+        eventStore: store,
+        retryInterval: 100,
+        onsessioninitialized: (id) => {
+          this.transports.set(id, created);
+        },
+      }),
+    );
+    created.onerror = (error) => this.transportErrors.push(error);
+    await connect(created);
+    return created;
+  }
+
   /** SDK 1.x: one `StreamableHTTPServerTransport` and one store per session. */
   private serverV1(
     storeOptions: EventLogEventStoreOptions,
@@ -161,22 +196,11 @@ export class McpFixture {
         res.writeHead(404).end();
         return;
       }
-      if (transport === undefined) {
-        const store = this.store(storeOptions);
-        const created: StreamableHTTPServerTransport = store.attach(
-          new StreamableHTTPServerTransport({
-            sessionIdGenerator: randomUUID,
-            eventStore: store,
-            retryInterval: 100,
-            onsessioninitialized: (id) => {
-              this.transports.set(id, created);
-            },
-          }),
-        );
-        created.onerror = (error) => this.transportErrors.push(error);
-        await this.mcpServerV1().connect(created);
-        transport = created;
-      }
+      transport ??= await this.session(
+        storeOptions,
+        (options) => new StreamableHTTPServerTransport(options),
+        (created) => this.mcpServerV1().connect(created),
+      );
       await (transport as StreamableHTTPServerTransport).handleRequest(req, res);
     };
   }
@@ -190,22 +214,11 @@ export class McpFixture {
       const sessionId = request.headers.get("mcp-session-id");
       let transport = sessionId === null ? undefined : this.transports.get(sessionId);
       if (transport === undefined && sessionId !== null) return new Response(null, { status: 404 });
-      if (transport === undefined) {
-        const store = this.store(storeOptions);
-        const created: WebStandardStreamableHTTPServerTransport = store.attach(
-          new WebStandardStreamableHTTPServerTransport({
-            sessionIdGenerator: randomUUID,
-            eventStore: store,
-            retryInterval: 100,
-            onsessioninitialized: (id) => {
-              this.transports.set(id, created);
-            },
-          }),
-        );
-        created.onerror = (error) => this.transportErrors.push(error);
-        await this.mcpServerV2().connect(created);
-        transport = created;
-      }
+      transport ??= await this.session(
+        storeOptions,
+        (options) => new WebStandardStreamableHTTPServerTransport(options),
+        (created) => this.mcpServerV2().connect(created),
+      );
       return (transport as WebStandardStreamableHTTPServerTransport).handleRequest(request);
     };
     const fetch = async (request: Request): Promise<Response> =>
