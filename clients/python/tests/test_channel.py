@@ -9,7 +9,7 @@ the upgrade, a key over its channels) the appends go over REST, counted.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -28,27 +28,16 @@ from mcp_eventlog_client import (
 )
 from mcp_eventlog_client.writer import APPEND_TRANSPORT_ENV, choose_append_transport
 
-from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.processes import eventlog_service
 from tests.support.relay import relay_process
 
 pytestmark = pytest.mark.process
 
 
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def service(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """The service on the backend of the param, as a process; yields its URL."""
-    workdir = tmp_path_factory.mktemp("channel")
-    with eventlog_service(backend_database(request, workdir), workdir) as url:
-        yield url
-
-
 async def test_appends_over_the_channel_are_stored_and_a_retry_is_a_duplicate(
-    service: str,
+    base: str,
 ) -> None:
-    async with EventLogClient(service, append_transport="channel") as log:
+    async with EventLogClient(base, append_transport="channel") as log:
         opened = await log.open_generation("chan.basic")
         first = await log.append(
             opened.token, [NewEvent("a"), NewEvent("b", event="n")], first_seq=1
@@ -105,12 +94,12 @@ REFUSALS: dict[str, tuple[Refusal, type[EventLogError]]] = {
 
 @pytest.mark.parametrize("refusal", sorted(REFUSALS))
 async def test_a_refused_frame_is_the_rest_appends_typed_error_and_the_channel_goes_on(
-    service: str, refusal: str
+    base: str, refusal: str
 ) -> None:
     make, expected = REFUSALS[refusal]
     seen: list[tuple[type[EventLogError], str, int]] = []
     for transport in ("rest", "channel"):
-        async with EventLogClient(service, append_transport=transport) as log:
+        async with EventLogClient(base, append_transport=transport) as log:
             opened = await log.open_generation(f"chan.refusal.{refusal}")
             await log.append(opened.token, [NewEvent("first")], first_seq=1)
             with pytest.raises(EventLogError) as raised:
@@ -146,8 +135,8 @@ async def assert_stored_once_in_order(log: EventLogClient, tokens: list[str], co
         assert [e.data for e in page.events] == [f"{token[-6:]}-{s}" for s in range(1, count + 1)]
 
 
-async def test_many_streams_share_one_channel(service: str) -> None:
-    async with EventLogClient(service, append_transport="channel") as log:
+async def test_many_streams_share_one_channel(base: str) -> None:
+    async with EventLogClient(base, append_transport="channel") as log:
         tokens = [(await log.open_generation(f"chan.many.{i}")).token for i in range(16)]
         with anyio.fail_after(120):
             await write_streams(log, tokens, 25)
@@ -158,9 +147,9 @@ async def test_many_streams_share_one_channel(service: str) -> None:
 
 
 async def test_a_dropped_channel_is_resent_and_every_append_stored_once_in_order(
-    service: str, tmp_path: Path
+    base: str, tmp_path: Path
 ) -> None:
-    with relay_process(service, tmp_path) as relay:
+    with relay_process(base, tmp_path) as relay:
         async with EventLogClient(relay.url, append_transport="channel") as log:
             assert log.channel is not None
             channel = log.channel
@@ -187,9 +176,9 @@ async def test_a_dropped_channel_is_resent_and_every_append_stored_once_in_order
 
 
 async def test_a_proxy_that_passes_no_websocket_sends_the_appends_over_rest(
-    service: str, tmp_path: Path
+    base: str, tmp_path: Path
 ) -> None:
-    with relay_process(service, tmp_path, refuse_upgrades=True) as relay:
+    with relay_process(base, tmp_path, refuse_upgrades=True) as relay:
         async with EventLogClient(relay.url, append_transport="channel") as log:
             opened = await log.open_generation("chan.proxy")
             for seq in range(1, 6):

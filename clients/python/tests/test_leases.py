@@ -9,34 +9,22 @@ once the lease ran out).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from mcp_eventlog_client import EventLogClient, EventLogError, Lease, NewEvent
 from mcp_eventlog_client.writer import AppendTransport
 
-from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.processes import eventlog_service
-
 pytestmark = pytest.mark.process
 
-
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def service(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """The service on the backend of the param (a quick lease sweep), as a process."""
-    workdir = tmp_path_factory.mktemp("leases")
-    env = {"EVENTLOG_LEASE_SWEEP_SECONDS": "0.2"}
-    with eventlog_service(backend_database(request, workdir), workdir, env=env) as url:
-        yield url
+# The service of the module (`base`) sweeps lapsed leases quickly.
+SERVER_ENV = {"EVENTLOG_LEASE_SWEEP_SECONDS": "0.2"}
 
 
 @pytest.mark.parametrize("transport", ["rest", "channel"])
 async def test_a_generation_opens_with_its_lease_and_window_and_is_renewed(
-    service: str, transport: AppendTransport
+    base: str, transport: AppendTransport
 ) -> None:
-    async with EventLogClient(service, append_transport=transport) as log:
+    async with EventLogClient(base, append_transport=transport) as log:
         opened = await log.open_generation(f"lease.open.{transport}", lease_seconds=5, pipeline=7)
         lease = await log.renew_lease(opened.token)
     assert (opened.lease_seconds, opened.pipeline, opened.abandoned) == (5, 7, False)
@@ -50,9 +38,9 @@ async def test_a_generation_opens_with_its_lease_and_window_and_is_renewed(
 
 @pytest.mark.parametrize("transport", ["rest", "channel"])
 async def test_many_leases_are_renewed_at_once_each_with_its_own_answer(
-    service: str, transport: AppendTransport
+    base: str, transport: AppendTransport
 ) -> None:
-    async with EventLogClient(service, append_transport=transport) as log:
+    async with EventLogClient(base, append_transport=transport) as log:
         alive = [await log.open_generation(f"lease.many.{transport}.{i}") for i in range(3)]
         lapsing = await log.open_generation(f"lease.many.{transport}.lapsing", lease_seconds=1)
         await asyncio.sleep(1.6)  # its lease runs out; the sweep records it

@@ -9,35 +9,22 @@ visibly (nothing is appended after the gap).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from mcp_eventlog_client import EventLogClient, NewEvent, Superseded
 from mcp_eventlog_client.pipeline import GenerationPipeline
 
-from tests.support.databases import BACKEND_PARAMS, backend_database
-from tests.support.processes import eventlog_service
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.process
-
-
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def service(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """The service on the backend of the param, as a process; yields its URL."""
-    workdir = tmp_path_factory.mktemp("pipeline")
-    with eventlog_service(backend_database(request, workdir), workdir) as url:
-        yield url
 
 
 async def _all_events(log: EventLogClient, token: str) -> list[tuple[int, str | None, str]]:
     return [(e.seq, e.event, e.data) async for e in log.events_after(token, 0)]
 
 
-async def test_handed_events_are_stored_in_order_once_and_batched(service: str) -> None:
-    async with EventLogClient(service, append_transport="channel") as log:
+async def test_handed_events_are_stored_in_order_once_and_batched(base: str) -> None:
+    async with EventLogClient(base, append_transport="channel") as log:
         opened = await log.open_generation("pipe.order")
         pipeline = GenerationPipeline(log, opened.token, window=32)
         seqs = [await pipeline.hand([NewEvent(f"e{i}")]) for i in range(1, 301)]
@@ -56,8 +43,8 @@ async def test_handed_events_are_stored_in_order_once_and_batched(service: str) 
     assert pipeline.frames < 302
 
 
-async def test_the_window_bounds_what_runs_ahead(service: str) -> None:
-    async with EventLogClient(service, append_transport="channel") as log:
+async def test_the_window_bounds_what_runs_ahead(base: str) -> None:
+    async with EventLogClient(base, append_transport="channel") as log:
         opened = await log.open_generation("pipe.window")
         pipeline = GenerationPipeline(log, opened.token, window=5)
         most = 0
@@ -78,9 +65,9 @@ async def test_the_window_bounds_what_runs_ahead(service: str) -> None:
 
 
 async def test_a_channel_dropped_every_few_frames_stores_every_event_once_in_order(
-    service: str,
+    base: str,
 ) -> None:
-    port = int(service.rsplit(":", 1)[1])
+    port = int(base.rsplit(":", 1)[1])
     with TcpProxy(port) as proxy:
         async with EventLogClient(proxy.base_url, append_transport="channel") as log:
             opened = await log.open_generation("pipe.flaky")
@@ -104,10 +91,10 @@ async def test_a_channel_dropped_every_few_frames_stores_every_event_once_in_ord
 
 
 async def test_a_refused_frame_breaks_the_pipeline_and_nothing_follows_the_gap(
-    service: str,
+    base: str,
 ) -> None:
     broken: list[str] = []
-    async with EventLogClient(service, append_transport="channel") as log:
+    async with EventLogClient(base, append_transport="channel") as log:
         opened = await log.open_generation("pipe.fenced")
         pipeline = GenerationPipeline(
             log, opened.token, window=64, on_broken=lambda _p, error: broken.append(error.code)

@@ -26,8 +26,8 @@ transition of an already-changed task.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -57,9 +57,12 @@ __all__ = [
     "TaskStatus",
 ]
 
+T = TypeVar("T")
 
-def _segment(value: str) -> str:
-    return quote(value, safe="")
+
+def _path(task_id: str) -> str:
+    """The task's route, `/v1/tasks/{task_id}` (the id percent-encoded)."""
+    return f"/v1/tasks/{quote(task_id, safe='')}"
 
 
 class _TaskFollower(Follower):
@@ -79,8 +82,8 @@ class _TaskFollower(Follower):
         super().__init__(
             connection, f"task:{task_id}", last_event_id, retry=retry, idle_timeout=idle_timeout
         )
-        query = "" if principal is None else f"?principal={_segment(principal)}"
-        self._path = f"/v1/tasks/{_segment(task_id)}/live{query}"
+        query = "" if principal is None else f"?principal={quote(principal, safe='')}"
+        self._path = f"{_path(task_id)}/live{query}"
 
 
 def _body(**fields: Any) -> dict[str, Any]:
@@ -117,9 +120,32 @@ class TaskClient(AsyncClosing):
             await self.connection.aclose()
 
     async def _call(
-        self, method: str, path: str, *, json: Any = None, params: Any = None, retry: bool
-    ) -> Any:
-        return await self.connection.request(method, path, json=json, params=params, retry=retry)
+        self,
+        reader: Callable[[dict[str, Any]], T],
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Any = None,
+        retry: bool,
+    ) -> T:
+        """Send one request and read its answer with `reader` (see `read_answer`)."""
+        answer = await self.connection.request(method, path, json=json, params=params, retry=retry)
+        return read_answer(reader, answer)
+
+    async def _post(
+        self,
+        reader: Callable[[dict[str, Any]], T],
+        task_id: str,
+        action: str,
+        body: dict[str, Any],
+        *,
+        retry: bool,
+    ) -> T:
+        """`POST /v1/tasks/{task_id}/{action}` with `body`, its answer read with `reader`."""
+        return await self._call(
+            reader, "POST", f"{_path(task_id)}/{action}", json=body, retry=retry
+        )
 
     # ---- requester ----------------------------------------------------------------------
 
@@ -143,16 +169,12 @@ class TaskClient(AsyncClosing):
             lease_seconds=lease_seconds,
             producer=producer,
         )
-        answer = await self._call("POST", "/v1/tasks", json=body, retry=False)
-        return read_answer(Task.from_json, answer)
+        return await self._call(Task.from_json, "POST", "/v1/tasks", json=body, retry=False)
 
     async def get(self, task_id: str, *, principal: str | None = None) -> Task:
         """The task; `UnknownTask` for an unknown, expired or another principal's task."""
         params = _body(principal=principal)
-        answer = await self._call(
-            "GET", f"/v1/tasks/{_segment(task_id)}", params=params, retry=True
-        )
-        return read_answer(Task.from_json, answer)
+        return await self._call(Task.from_json, "GET", _path(task_id), params=params, retry=True)
 
     async def answer(
         self,
@@ -164,18 +186,12 @@ class TaskClient(AsyncClosing):
         """Answer the task's input requests by key; `accepted` lists the keys taken.
         `TerminalGeneration` when the task has settled."""
         body = _body(principal=principal, input_responses=dict(input_responses))
-        answer = await self._call(
-            "POST", f"/v1/tasks/{_segment(task_id)}/input", json=body, retry=True
-        )
-        return read_answer(InputAnswer.from_json, answer)
+        return await self._post(InputAnswer.from_json, task_id, "input", body, retry=True)
 
     async def cancel(self, task_id: str, *, principal: str | None = None) -> Task:
         """Cancel the task: `cancelled` at once; a task that already settled stays as it is."""
         body = _body(principal=principal)
-        answer = await self._call(
-            "POST", f"/v1/tasks/{_segment(task_id)}/cancel", json=body, retry=True
-        )
-        return read_answer(Task.from_json, answer)
+        return await self._post(Task.from_json, task_id, "cancel", body, retry=True)
 
     async def events(
         self,
@@ -189,7 +205,7 @@ class TaskClient(AsyncClosing):
         """The current attempt's events after seq `after` (`wait`: a long-poll, in seconds).
         `Evicted` (its `detail` names the earliest seq) rather than skip any."""
         answer = await self.connection.long_poll(
-            f"/v1/tasks/{_segment(task_id)}/events",
+            f"{_path(task_id)}/events",
             params=_body(principal=principal, after=after, limit=limit),
             wait=wait,
         )
@@ -242,19 +258,13 @@ class TaskClient(AsyncClosing):
             error=None if error is None else dict(error),
             input_requests=None if input_requests is None else dict(input_requests),
         )
-        answer = await self._call(
-            "POST", f"/v1/tasks/{_segment(task_id)}/status", json=body, retry=False
-        )
-        return read_answer(Task.from_json, answer)
+        return await self._post(Task.from_json, task_id, "status", body, retry=False)
 
     async def renew(self, task_id: str, attempt: int, *, status_message: str | None = None) -> Task:
         """Renew the worker's lease (the heartbeat of a worker with nothing else to say);
         the answer carries the task, its `input_responses` included."""
         body = _body(attempt=attempt, status_message=status_message)
-        answer = await self._call(
-            "POST", f"/v1/tasks/{_segment(task_id)}/lease", json=body, retry=True
-        )
-        return read_answer(Task.from_json, answer)
+        return await self._post(Task.from_json, task_id, "lease", body, retry=True)
 
     async def append(
         self,
@@ -267,13 +277,9 @@ class TaskClient(AsyncClosing):
         """Append progress events of the worker's attempt (renews its lease); retried only
         with `first_seq`, which makes a repeat a verified duplicate."""
         body = _body(attempt=attempt, events=[e.to_json() for e in events], first_seq=first_seq)
-        answer = await self._call(
-            "POST",
-            f"/v1/tasks/{_segment(task_id)}/events",
-            json=body,
-            retry=first_seq is not None,
+        return await self._post(
+            TaskAppend.from_json, task_id, "events", body, retry=first_seq is not None
         )
-        return read_answer(TaskAppend.from_json, answer)
 
     async def take_over(
         self,
@@ -286,7 +292,4 @@ class TaskClient(AsyncClosing):
         """Start a new attempt, fencing the holder of `supersedes` (`Superseded` when
         another worker took over first). Sent once."""
         body = _body(supersedes=supersedes, lease_seconds=lease_seconds, producer=producer)
-        answer = await self._call(
-            "POST", f"/v1/tasks/{_segment(task_id)}/attempts", json=body, retry=False
-        )
-        return read_answer(Task.from_json, answer)
+        return await self._post(Task.from_json, task_id, "attempts", body, retry=False)

@@ -73,6 +73,14 @@ def bus_server(eventlog: str, workdir: Path, *extra: str) -> Iterator[str]:
         yield server.base_url
 
 
+@pytest.fixture
+def eventlog(tmp_path: Path) -> Iterator[str]:
+    """A service process of the test's own, on a fresh SQLite database (the bus stream
+    starts empty); yields its URL."""
+    with eventlog_service(f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}", tmp_path) as url:
+        yield url
+
+
 async def record(replica: str) -> dict[str, Any]:
     """What the replica's own listener saw, and its bus's counters."""
     async with httpx.AsyncClient() as http:
@@ -98,13 +106,10 @@ async def modern(replica: str) -> AsyncIterator[Client]:
 
 
 @pytest.mark.process
-async def test_a_listener_on_one_replica_hears_a_tool_on_the_other(tmp_path: Path) -> None:
-    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
-    with (
-        eventlog_service(database, tmp_path) as eventlog,
-        bus_server(eventlog, tmp_path) as a,
-        bus_server(eventlog, tmp_path) as b,
-    ):
+async def test_a_listener_on_one_replica_hears_a_tool_on_the_other(
+    eventlog: str, tmp_path: Path
+) -> None:
+    with bus_server(eventlog, tmp_path) as a, bus_server(eventlog, tmp_path) as b:
         async with (
             modern(b) as on_b,
             modern(a) as on_a,
@@ -118,14 +123,11 @@ async def test_a_listener_on_one_replica_hears_a_tool_on_the_other(tmp_path: Pat
 
 
 @pytest.mark.process
-async def test_each_event_reaches_each_replica_once_in_one_order(tmp_path: Path) -> None:
-    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
+async def test_each_event_reaches_each_replica_once_in_one_order(
+    eventlog: str, tmp_path: Path
+) -> None:
     count = 40
-    with (
-        eventlog_service(database, tmp_path) as eventlog,
-        bus_server(eventlog, tmp_path) as a,
-        bus_server(eventlog, tmp_path) as b,
-    ):
+    with bus_server(eventlog, tmp_path) as a, bus_server(eventlog, tmp_path) as b:
         async with modern(a) as on_a, modern(b) as on_b, anyio.create_task_group() as tasks:
             # Both replicas publish at once: one stream, one order, each replica's own
             # publishes included exactly once.
@@ -144,9 +146,8 @@ async def test_each_event_reaches_each_replica_once_in_one_order(tmp_path: Path)
 
 
 @pytest.mark.process
-async def test_a_replica_that_starts_late_starts_at_the_tail(tmp_path: Path) -> None:
-    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
-    with eventlog_service(database, tmp_path) as eventlog, bus_server(eventlog, tmp_path) as a:
+async def test_a_replica_that_starts_late_starts_at_the_tail(eventlog: str, tmp_path: Path) -> None:
+    with bus_server(eventlog, tmp_path) as a:
         async with modern(a) as on_a:
             await on_a.call_tool("touch_many", {"prefix": "early/", "count": 5})
             await seen_on(a, 5)
@@ -198,27 +199,25 @@ async def test_the_bus_recovers_from_a_service_restart_and_counts_what_was_lost(
 
 @pytest.mark.process
 async def test_retention_is_bounded_and_a_follower_behind_it_rejoins_at_the_tail(
-    tmp_path: Path,
+    eventlog: str,
 ) -> None:
-    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
-    with eventlog_service(database, tmp_path) as eventlog:
-        publisher = EventLogSubscriptionBus(eventlog, max_events=10)
-        behind = EventLogSubscriptionBus(eventlog, max_events=10)
-        heard: list[ServerEvent] = []
-        behind.subscribe(heard.append)
-        for index in range(30):
-            await publisher.publish(ResourceUpdated(uri=f"r/{index}"))
-        view = await publisher.client.stream(bus_stream())
-        assert view.current is not None
-        assert (view.current.head_seq, view.current.tail_seq) == (21, 30)
-        # A follower whose place (seq 1) was evicted meanwhile: it is told `evicted`,
-        # counts what it skipped, and rejoins at the tail instead of waiting for ever.
-        with anyio.fail_after(10):
-            rejoin = await behind._follower.follow(f"{view.current.token}:1")
-        assert rejoin is None
-        assert (behind.lagged, behind.missed, heard) == (1, 29, [])
-        await publisher.client.aclose()
-        await behind.client.aclose()
+    publisher = EventLogSubscriptionBus(eventlog, max_events=10)
+    behind = EventLogSubscriptionBus(eventlog, max_events=10)
+    heard: list[ServerEvent] = []
+    behind.subscribe(heard.append)
+    for index in range(30):
+        await publisher.publish(ResourceUpdated(uri=f"r/{index}"))
+    view = await publisher.client.stream(bus_stream())
+    assert view.current is not None
+    assert (view.current.head_seq, view.current.tail_seq) == (21, 30)
+    # A follower whose place (seq 1) was evicted meanwhile: it is told `evicted`,
+    # counts what it skipped, and rejoins at the tail instead of waiting for ever.
+    with anyio.fail_after(10):
+        rejoin = await behind._follower.follow(f"{view.current.token}:1")
+    assert rejoin is None
+    assert (behind.lagged, behind.missed, heard) == (1, 29, [])
+    await publisher.client.aclose()
+    await behind.client.aclose()
 
 
 async def test_publish_never_raises_while_the_service_is_unreachable() -> None:
@@ -233,18 +232,16 @@ async def test_publish_never_raises_while_the_service_is_unreachable() -> None:
 
 @pytest.mark.process
 async def test_publishers_racing_to_open_the_first_generation_all_get_through(
-    tmp_path: Path,
+    eventlog: str,
 ) -> None:
-    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
-    with eventlog_service(database, tmp_path) as eventlog:
-        buses = [EventLogSubscriptionBus(eventlog) for _ in range(4)]
-        async with anyio.create_task_group() as tasks:
-            for index, bus in enumerate(buses):
-                for step in range(5):
-                    tasks.start_soon(bus.publish, ResourceUpdated(uri=f"{index}/{step}"))
-        view = await buses[0].client.stream(bus_stream())
-        for bus in buses:
-            await bus.client.aclose()
+    buses = [EventLogSubscriptionBus(eventlog) for _ in range(4)]
+    async with anyio.create_task_group() as tasks:
+        for index, bus in enumerate(buses):
+            for step in range(5):
+                tasks.start_soon(bus.publish, ResourceUpdated(uri=f"{index}/{step}"))
+    view = await buses[0].client.stream(bus_stream())
+    for bus in buses:
+        await bus.client.aclose()
     assert [bus.failures for bus in buses] == [{}] * 4
     assert [bus.published for bus in buses] == [5] * 4
     # Each found none and opened one at most once; the fenced ones moved to the current.
@@ -253,22 +250,20 @@ async def test_publishers_racing_to_open_the_first_generation_all_get_through(
 
 @pytest.mark.process
 async def test_a_follower_never_opens_a_generation_while_the_stream_has_one(
-    tmp_path: Path,
+    eventlog: str,
 ) -> None:
     """An operator finishes the bus generation: the follower waits for the next one (the
     service delivers it from seq 1) instead of opening one itself, which could fence a
     generation a publisher has just appended to."""
-    database = f"sqlite+aiosqlite:///{tmp_path / 'eventlog.db'}"
-    with eventlog_service(database, tmp_path) as eventlog:
-        publisher = EventLogSubscriptionBus(eventlog)
-        follower = EventLogSubscriptionBus(eventlog)
-        heard: list[ServerEvent] = []
-        follower.subscribe(heard.append)
-        try:
-            await _finish_and_publish_again(eventlog, publisher, follower, heard)
-        finally:
-            await publisher.client.aclose()
-            await follower.client.aclose()
+    publisher = EventLogSubscriptionBus(eventlog)
+    follower = EventLogSubscriptionBus(eventlog)
+    heard: list[ServerEvent] = []
+    follower.subscribe(heard.append)
+    try:
+        await _finish_and_publish_again(eventlog, publisher, follower, heard)
+    finally:
+        await publisher.client.aclose()
+        await follower.client.aclose()
 
 
 async def _finish_and_publish_again(

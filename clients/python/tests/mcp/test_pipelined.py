@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +28,9 @@ from mcp_eventlog_client import EventLogClient, Verdict
 from mcp_eventlog_client.mcp import EventLogEventStore, session_scope
 from mcp_types import JSONRPCNotification
 
-from tests.support.databases import BACKEND_PARAMS, backend_database
 from tests.support.mcp_raw import PROTOCOL, initialize
 from tests.support.processes import (
     ServerProcess,
-    eventlog_service,
     mcp_server_process,
 )
 from tests.support.sdk_session import Progress, call_progress, mcp_client, text_of
@@ -42,7 +40,7 @@ pytestmark = pytest.mark.process
 
 LEASE = 2  # seconds: short, so abandonment is seen within a test
 SWEEP = 1
-SERVICE_ENV = {"EVENTLOG_LEASE_SWEEP_SECONDS": str(SWEEP)}
+SERVER_ENV = {"EVENTLOG_LEASE_SWEEP_SECONDS": str(SWEEP)}  # of the module's service (`base`)
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -58,15 +56,11 @@ class Service:
         return int(self.url.rsplit(":", 1)[1])
 
 
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def service(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Service]:
-    """The service on the backend of the param, with a short lease sweep; as a process."""
-    workdir = tmp_path_factory.mktemp("pipelined")
-    database = backend_database(request, workdir)
-    with eventlog_service(database, workdir, env=SERVICE_ENV) as url:
-        yield Service(url, workdir)
+@pytest.fixture(scope="module")
+def service(base: str, tmp_path_factory: pytest.TempPathFactory) -> Service:
+    """The module's service process (`base`: on the backend of the param, with a short
+    lease sweep) and a workdir."""
+    return Service(base, tmp_path_factory.mktemp("pipelined"))
 
 
 def note(step: int) -> JSONRPCNotification:

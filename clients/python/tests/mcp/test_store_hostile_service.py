@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+import mcp_types as types
 import pytest
 
 from tests.support.hostile_service import hostile_service
@@ -29,6 +30,27 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The hostile fake service; yields its URL."""
     with hostile_service(tmp_path_factory.mktemp("hostile-store")) as url:
         yield url
+
+
+async def _session(
+    hostile: str, workdir: Path, key: str, tag: str, *args: str, failures_behind: bool = False
+) -> tuple[types.CallToolResult, types.CallToolResult, Progress, dict[str, int]]:
+    """A session of two calls (`tag`: counted to 3, then to 1) with the test MCP server,
+    its store pointed at `hostile` with writer key `key` (a 2 s store timeout, `args`
+    added): both results, the first call's progress, and the failures the store counted
+    (with `failures_behind`, waited for: they come behind the calls)."""
+    argv = ("--key", key, "--store-timeout", "2", *args)
+    with mcp_server(hostile, workdir, *argv) as url, anyio.fail_after(60):
+        async with mcp_client(url) as (session, _, _):
+            progress = Progress()
+            first = await call_progress(session, progress, n=3, tag=tag)
+            second = await call_progress(session, Progress(), n=1, tag=f"{tag}-2")
+        async with httpx.AsyncClient() as http:
+            failures: dict[str, int] = (await http.get(f"{url}/test/store-failures")).json()
+            while failures_behind and not failures:  # within store_timeout
+                await anyio.sleep(0.2)
+                failures = (await http.get(f"{url}/test/store-failures")).json()
+    return first, second, progress, failures
 
 
 HOSTILE = pytest.mark.parametrize(
@@ -60,14 +82,9 @@ async def test_a_session_goes_on_whatever_the_service_answers(
     hostile: str, tmp_path: Path, key: str, cause: str
 ) -> None:
     # Per event: what this test holds is that mode's promise (an id is a stored event).
-    args = ("--key", key, "--store-timeout", "2", "--durability", "per_event")
-    with mcp_server(hostile, tmp_path, *args) as url, anyio.fail_after(60):
-        async with mcp_client(url) as (session, _, _):
-            progress = Progress()
-            first = await call_progress(session, progress, n=3, tag=f"hostile-{key}")
-            second = await call_progress(session, Progress(), n=1, tag=f"hostile-{key}-2")
-        async with httpx.AsyncClient() as http:
-            failures = (await http.get(f"{url}/test/store-failures")).json()
+    first, second, progress, failures = await _session(
+        hostile, tmp_path, key, f"hostile-{key}", "--durability", "per_event"
+    )
     assert (text_of(first), text_of(second)) == ("counted to 3", "counted to 1")
     assert progress.steps == [1, 2, 3]
     # Every message went out with a placeholder id: none claims to be stored.
@@ -84,17 +101,9 @@ async def test_a_pipelined_session_goes_on_whatever_the_service_answers(
 ) -> None:
     """Pipelined, messages are shown before the service answers; what it then does with
     their frames (garbage, silence, a closed channel) is counted, and the session goes on."""
-    args = ("--key", key, "--store-timeout", "2")
-    with mcp_server(hostile, tmp_path, *args) as url, anyio.fail_after(60):
-        async with mcp_client(url) as (session, _, _):
-            progress = Progress()
-            first = await call_progress(session, progress, n=3, tag=f"pipelined-{key}")
-            second = await call_progress(session, Progress(), n=1, tag=f"pipelined-{key}-2")
-        async with httpx.AsyncClient() as http:
-            failures: dict[str, int] = {}
-            while not failures:  # the frames fail behind the calls, within store_timeout
-                failures = (await http.get(f"{url}/test/store-failures")).json()
-                await anyio.sleep(0.2)
+    first, second, progress, failures = await _session(
+        hostile, tmp_path, key, f"pipelined-{key}", failures_behind=True
+    )
     assert (text_of(first), text_of(second)) == ("counted to 3", "counted to 1")
     assert progress.steps == [1, 2, 3]
     assert sum(failures.values()) >= 1, failures
