@@ -21,6 +21,7 @@ from app.api.deps import (
     page_limit,
 )
 from app.api.problems import problem_responses
+from app.api.routes.appends import append_responses, appended_status, event_bodies
 from app.api.routes.live import (
     Claim,
     EventStreamResponse,
@@ -43,7 +44,6 @@ from app.api.routes.task_schemas import (
     TaskEventsRequest,
     TaskOut,
 )
-from app.domain.append import EventBody
 from app.domain.ids import TOKEN_PATTERN
 from app.domain.tasks import task_stream_id
 from app.errors import DuplicateClaim, InvalidRequest, NotAcceptable
@@ -152,10 +152,7 @@ async def take_over(
 @router.post(
     "/tasks/{task_id}/events",
     status_code=status.HTTP_201_CREATED,
-    responses={
-        200: {"model": TaskAppendResponse, "description": "A verified retry: nothing stored twice"},
-        **problem_responses(404, 409, 413, 415, 422),
-    },
+    responses=append_responses(TaskAppendResponse),
 )
 async def append_events(
     task_id: TaskId,
@@ -165,12 +162,11 @@ async def append_events(
     response: Response,
 ) -> TaskAppendResponse:
     """Progress events of the worker's attempt; renews its lease."""
-    batch = [EventBody(data=e.data, event=e.event) for e in body.events]
+    batch = event_bodies(body.events)
     task, result = await tasks.append(
         caller.tenant, task_id, attempt=body.attempt, batch=batch, first_seq=body.first_seq
     )
-    if result.duplicate:
-        response.status_code = status.HTTP_200_OK
+    response.status_code = appended_status(result)
     return TaskAppendResponse.of(task, result)
 
 

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response, status
 from app.api.auth import Principal
 from app.api.deps import AdmissionDep, LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
 from app.api.problems import problem_responses
+from app.api.routes.appends import append_responses, appended_status, event_bodies
 from app.api.routes.live import paged_answer, waited_page
 from app.api.routes.params import After, PageSize, StreamId, Token, Wait
 from app.api.schemas import (
@@ -20,7 +21,6 @@ from app.api.schemas import (
     ResumeResponse,
     StreamResponse,
 )
-from app.domain.append import EventBody
 from app.errors import InvalidRequest
 from app.service.eventlog import EventLogService
 from app.settings import Settings
@@ -69,10 +69,7 @@ async def renew_lease(
 @router.post(
     "/generations/{generation}/events",
     status_code=status.HTTP_201_CREATED,
-    responses={
-        200: {"model": AppendResponse, "description": "A verified retry: nothing stored twice"},
-        **problem_responses(404, 409, 413, 415, 422),
-    },
+    responses=append_responses(AppendResponse),
 )
 async def append_events(
     generation: Token,
@@ -82,12 +79,11 @@ async def append_events(
     response: Response,
 ) -> AppendResponse:
     """Append a batch atomically; a retry with the same `first_seq` is answered 200."""
-    batch = [EventBody(data=e.data, event=e.event) for e in body.events]
+    batch = event_bodies(body.events)
     result = await service.append(
         principal.tenant, generation, batch, first_seq=body.first_seq, terminal=body.terminal
     )
-    if result.duplicate:
-        response.status_code = status.HTTP_200_OK
+    response.status_code = appended_status(result)
     return AppendResponse.of(result)
 
 
