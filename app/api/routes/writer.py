@@ -5,10 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 
 from app.api.auth import Principal
-from app.api.deps import AdmissionDep, LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
+from app.api.deps import (
+    AdmissionDep,
+    LiveDep,
+    PrincipalDep,
+    ServiceDep,
+    SettingsDep,
+    page_limit,
+    page_wait,
+)
 from app.api.problems import problem_responses
 from app.api.routes.appends import append_responses, appended_status, event_bodies
-from app.api.routes.live import paged_answer, waited_page
+from app.api.routes.live import page_or_wait, paged_answer
 from app.api.routes.params import After, PageSize, StreamId, Token, Wait
 from app.api.schemas import (
     AppendRequest,
@@ -21,7 +29,6 @@ from app.api.schemas import (
     ResumeResponse,
     StreamResponse,
 )
-from app.errors import InvalidRequest
 from app.service.eventlog import EventLogService
 from app.settings import Settings
 
@@ -148,16 +155,12 @@ async def page_events(
     At most `EVENTLOG_MAX_PAGES_IN_FLIGHT` pages are served at once (503 `too_many_pages`).
     """
     size = page_limit(limit, settings)
-    if wait is not None and wait > settings.live_max_wait_seconds:
-        raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
+    wait = page_wait(wait, settings)
     give_place = admission.page_place()
     try:
-        if wait is None:
-            gen, page = await service.page(principal.tenant, generation, after=after, limit=size)
-        else:
-            gen, page = await waited_page(
-                request, live, principal.tenant, generation, after=after, limit=size, wait=wait
-            )
+        gen, page = await page_or_wait(
+            request, service, live, principal.tenant, generation, after=after, limit=size, wait=wait
+        )
     except BaseException:
         give_place()
         raise
