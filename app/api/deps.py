@@ -122,6 +122,13 @@ def page_limit(limit: int | None, settings: Settings) -> int:
     return limit
 
 
+def page_wait(wait: float | None, settings: Settings) -> float | None:
+    """A long-poll's `wait` as asked (None: answer at once); over `live_max_wait_seconds` is 422."""
+    if wait is not None and wait > settings.live_max_wait_seconds:
+        raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
+    return wait
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ServiceDep = Annotated[EventLogService, Depends(get_service)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -12,19 +12,16 @@ from app.domain.ids import MAX_SEQ, format_event_id
 from app.service.eventlog import MAX_LEASE_SECONDS, MAX_PIPELINE, MIN_LEASE_SECONDS
 from app.service.reading import Reading
 from app.storage.records import AppendResult, EventPage, GenerationRecord
-from app.text import check_label
+from app.text import check_label, check_utf8
 
 GenerationReason = Literal["initial", "failover", "retry", "reset"]
 
 
-def _no_nul_valid_utf8(value: str) -> str:
+def plain_text(value: str) -> str:
+    """`value` itself when it holds no NUL and is valid UTF-8; else `ValueError` (a 422)."""
     if "\x00" in value:
         raise ValueError("must not contain NUL")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise ValueError("must be valid UTF-8 (no lone surrogates)") from None
-    return value
+    return check_utf8(value)
 
 
 def _sse_field(value: str) -> str:
@@ -32,7 +29,7 @@ def _sse_field(value: str) -> str:
     return check_label(value)
 
 
-EventData = Annotated[str, AfterValidator(_no_nul_valid_utf8)]
+EventData = Annotated[str, AfterValidator(plain_text)]
 EventType = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_sse_field)]
 Producer = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_sse_field)]
 

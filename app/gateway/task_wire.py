@@ -3,14 +3,18 @@
 A `CreateTaskResult` is flat (`resultType: "task"` and the task's fields at the top); a
 `tasks/get` answer (DetailedTask) is `resultType: "complete"` with the fields and, by
 status, the inlined `result`, `error` or the `inputRequests` not answered yet. Durations
-are integer milliseconds (`ttlMs`, `pollIntervalMs`), times ISO-8601 in UTC.
+are integer milliseconds (`ttlMs`, `pollIntervalMs`), times ISO-8601 in UTC. The task's
+fields and what its status inlines are made by the Python client's one implementation
+(`mcp_eventlog_client.task_records`, which its own `Task.to_mcp` answers with too); here,
+the results and envelopes around them.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
+
+from mcp_eventlog_client.task_records import mcp_detailed, mcp_task_fields
 
 from app.storage.tasks import TaskRecord
 
@@ -24,47 +28,19 @@ MISSING_CAPABILITY = -32021
 EVENTS_GONE = -32010
 
 
-def _time(moment: datetime) -> str:
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def task_fields(task: TaskRecord) -> dict[str, Any]:
     """The `Task` fields every answer about a task carries."""
-    fields: dict[str, Any] = {
-        "taskId": task.task_id,
-        "status": task.status,
-        "createdAt": _time(task.created_at),
-        "lastUpdatedAt": _time(task.last_updated_at),
-        "ttlMs": task.ttl_ms,
-        "pollIntervalMs": task.poll_interval_ms,
-    }
-    if task.status_message is not None:
-        fields["statusMessage"] = task.status_message
-    return fields
+    return mcp_task_fields(task)
 
 
 def created(task: TaskRecord) -> dict[str, Any]:
     """The `CreateTaskResult` of a stored task."""
-    return {"resultType": "task", **task_fields(task)}
-
-
-def pending_requests(task: TaskRecord) -> dict[str, Any]:
-    """The input requests of the current round not answered yet."""
-    answered = task.input_responses or {}
-    return {k: v for k, v in (task.input_requests or {}).items() if k not in answered}
+    return {"resultType": "task", **mcp_task_fields(task)}
 
 
 def detailed(task: TaskRecord) -> dict[str, Any]:
     """The `tasks/get` answer: the task with what its status inlines."""
-    answer = {"resultType": "complete", **task_fields(task)}
-    if task.status == "completed" and task.result is not None:
-        answer["result"] = task.result
-    elif task.status == "failed" and task.error is not None:
-        answer["error"] = task.error
-    elif task.status == "input_required":
-        answer["inputRequests"] = pending_requests(task)
-    return answer
+    return {"resultType": "complete", **mcp_detailed(task)}
 
 
 def status_notification(task: TaskRecord) -> dict[str, Any]:

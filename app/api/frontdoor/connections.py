@@ -34,11 +34,11 @@ version by `tests/api/frontdoor/test_connections.py`.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 import httptools
+from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -46,30 +46,20 @@ from uvicorn.server import ServerState
 
 from app.api.problems import problem
 from app.errors import NotAdmitted
-from app.settings import Settings
+from app.settings.slices import Slice
 
 # The key of the lifespan state under which the app hands the protocol its limits.
 LIMITS_KEY = "eventlog.connection_limits"
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    """The bounds of one connection's request heads, and of the connections at once."""
+class ConnectionLimits(Slice):
+    """The bounds of one connection's request heads, and of the connections at once: the
+    slice of the settings (`EVENTLOG_MAX_HEADER_BYTES`, …) the protocol reads."""
 
-    max_header_bytes: int
-    max_headers: int
-    header_timeout: float
-    max_connections: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> ConnectionLimits:
-        """The limits `settings` configure (`EVENTLOG_MAX_HEADER_BYTES`, …)."""
-        return cls(
-            max_header_bytes=settings.max_header_bytes,
-            max_headers=settings.max_headers,
-            header_timeout=settings.header_timeout_seconds,
-            max_connections=settings.max_connections,
-        )
+    max_header_bytes: int = Field(alias="max_header_bytes")
+    max_headers: int = Field(alias="max_headers")
+    header_timeout: float = Field(alias="header_timeout_seconds")
+    max_connections: int = Field(alias="max_connections")
 
 
 class SharedConnectionLimits:

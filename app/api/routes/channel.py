@@ -42,8 +42,8 @@ from app.api.auth import Keyring, Principal, Scope
 from app.api.deps import ApiState
 from app.api.frontdoor.media import strict_json
 from app.api.problems import problem_code, send_problem
+from app.api.routes.appends import appended_status, event_bodies
 from app.api.schemas import AppendFrame, AppendResponse, LeaseFrame, LeaseResponse
-from app.domain.append import EventBody
 from app.errors import EventLogError, InvalidRequest, NotAdmitted
 from app.service.eventlog import EventLogService
 from app.settings import Settings
@@ -207,7 +207,7 @@ class Channel:
     ) -> Answer:
         if previous is not None:
             await asyncio.wait((previous,))
-        batch = [EventBody(data=e.data, event=e.event) for e in frame.events]
+        batch = event_bodies(frame.events)
         try:
             result = await self._service.append(
                 self._tenant,
@@ -221,7 +221,7 @@ class Channel:
         except Exception:
             log.exception("an append over the channel failed")
             return {"id": frame_id, **_INTERNAL}
-        status = 200 if result.duplicate else 201
+        status = appended_status(result)
         return {"id": frame_id, "status": status, **AppendResponse.of(result).model_dump()}
 
     async def _renew(

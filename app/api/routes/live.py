@@ -26,6 +26,7 @@ from app.domain.ids import MAX_EVENT_ID_LENGTH, format_event_id
 from app.errors import DuplicateClaim, NotAcceptable
 from app.event_stream import event_text
 from app.service.admission import Admission
+from app.service.eventlog import EventLogService
 from app.service.frames import Closing, EndFrame, EventFrame, Frame, Heartbeat, ResetFrame
 from app.service.live import LiveReads
 from app.storage.records import EventPage, GenerationRecord
@@ -60,16 +61,31 @@ async def follow_stream(
 ) -> Response:
     """Follow the stream from `Last-Event-ID` (header, else `last_event_id`, else its
     current generation from seq 1): the verdict first, then every event as it is appended."""
+    claim = claimed_id(request, accept, last_event_id_header, last_event_id)
+    return await followed(live, principal.tenant, stream_id, claim, settings.live_retry_ms)
+
+
+def claimed_id(
+    request: Request, accept: str | None, header: str | None, query: str | None
+) -> str | None:
+    """The id a live read claims, of a client that accepts SSE (else 406): the
+    `Last-Event-ID` header, else the `last_event_id` query parameter, else none."""
     if not accepts_event_stream(accept):
         raise NotAcceptable(f"this route answers {EVENT_STREAM} only")
     if len(request.headers.getlist("last-event-id")) > 1:
         # Which one a proxy or a framework keeps differs: none is taken rather than a guess.
         raise DuplicateClaim("Last-Event-ID is sent more than once")
     # An empty header is what a client with no id would send if it sent one: no claim.
-    claim = last_event_id_header or last_event_id or None
-    follow = await live.follow(principal.tenant, stream_id, claim)
-    bodies = live.bodies(follow, rendered)
-    return EventStreamResponse(bodies, follow.close, settings.live_retry_ms)
+    return header or query or None
+
+
+async def followed(
+    live: LiveReads, tenant: str, stream_id: str, claim: str | None, retry_ms: int
+) -> Response:
+    """The live read of `stream_id` from `claim` as SSE: the verdict first, then every
+    event as it is appended."""
+    follow = await live.follow(tenant, stream_id, claim)
+    return EventStreamResponse(live.bodies(follow, rendered), follow.close, retry_ms)
 
 
 def accepts_event_stream(accept: str | None) -> bool:
@@ -182,6 +198,23 @@ async def _opened_with(first: bytes, bodies: AsyncGenerator[bytes]) -> AsyncGene
 # -- pages: sent in chunks, counted while they are, and a wait that notices its client go ----
 
 PAGE_CHUNK_BYTES = 64 * 1024
+
+
+async def page_or_wait(
+    request: Request,
+    service: EventLogService,
+    live: LiveReads,
+    tenant: str,
+    token: str,
+    *,
+    after: int,
+    limit: int,
+    wait: float | None,
+) -> tuple[GenerationRecord, EventPage]:
+    """A page of `token`'s events after `after`: read at once, or, with `wait`, a long-poll."""
+    if wait is None:
+        return await service.page(tenant, token, after=after, limit=limit)
+    return await waited_page(request, live, tenant, token, after=after, limit=limit, wait=wait)
 
 
 async def waited_page(

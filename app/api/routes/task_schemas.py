@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app.api.schemas import EventIn, PageResponse, Producer, event_ids
+from app.api.schemas import EventIn, PageResponse, Producer, event_ids, plain_text
 from app.domain.ids import MAX_SEQ
 from app.domain.tasks import TaskStatus
 from app.storage.records import AppendResult, EventPage, GenerationRecord
@@ -16,18 +16,8 @@ from app.storage.tasks import TaskRecord
 MAX_LEASE_SECONDS = 86_400
 
 
-def _plain_text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain NUL")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise ValueError("must be valid UTF-8 (no lone surrogates)") from None
-    return value
-
-
-Principal = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_plain_text)]
-StatusMessage = Annotated[str, Field(max_length=4_096), AfterValidator(_plain_text)]
+Principal = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(plain_text)]
+StatusMessage = Annotated[str, Field(max_length=4_096), AfterValidator(plain_text)]
 Attempt = Annotated[int, Field(ge=1, le=2**31 - 1)]
 LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
 

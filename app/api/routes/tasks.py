@@ -19,16 +19,11 @@ from app.api.deps import (
     SettingsDep,
     api_state,
     page_limit,
+    page_wait,
 )
 from app.api.problems import problem_responses
-from app.api.routes.live import (
-    Claim,
-    EventStreamResponse,
-    accepts_event_stream,
-    paged_answer,
-    rendered,
-    waited_page,
-)
+from app.api.routes.appends import append_responses, appended_status, event_bodies
+from app.api.routes.live import Claim, claimed_id, followed, page_or_wait, paged_answer
 from app.api.routes.params import After, PageSize, Wait
 from app.api.routes.task_schemas import (
     AttemptRequest,
@@ -43,10 +38,8 @@ from app.api.routes.task_schemas import (
     TaskEventsRequest,
     TaskOut,
 )
-from app.domain.append import EventBody
 from app.domain.ids import TOKEN_PATTERN
 from app.domain.tasks import task_stream_id
-from app.errors import DuplicateClaim, InvalidRequest, NotAcceptable
 from app.service.tasks import TaskService
 
 router = APIRouter(prefix="/v1", tags=["tasks"], responses=problem_responses(401, 403))
@@ -152,10 +145,7 @@ async def take_over(
 @router.post(
     "/tasks/{task_id}/events",
     status_code=status.HTTP_201_CREATED,
-    responses={
-        200: {"model": TaskAppendResponse, "description": "A verified retry: nothing stored twice"},
-        **problem_responses(404, 409, 413, 415, 422),
-    },
+    responses=append_responses(TaskAppendResponse),
 )
 async def append_events(
     task_id: TaskId,
@@ -165,12 +155,11 @@ async def append_events(
     response: Response,
 ) -> TaskAppendResponse:
     """Progress events of the worker's attempt; renews its lease."""
-    batch = [EventBody(data=e.data, event=e.event) for e in body.events]
+    batch = event_bodies(body.events)
     task, result = await tasks.append(
         caller.tenant, task_id, attempt=body.attempt, batch=batch, first_seq=body.first_seq
     )
-    if result.duplicate:
-        response.status_code = status.HTTP_200_OK
+    response.status_code = appended_status(result)
     return TaskAppendResponse.of(task, result)
 
 
@@ -217,19 +206,15 @@ async def page_events(
     """The current attempt's events after `after`; 410 `evicted` (with `earliest_seq`)
     when some of them are no longer retained. With `wait`, a long-poll."""
     size = page_limit(limit, settings)
-    if wait is not None and wait > settings.live_max_wait_seconds:
-        raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
+    wait = page_wait(wait, settings)
     tenant = caller.tenant
     task, token = await tasks.events_of(tenant, task_id, principal)
     give_place = admission.page_place()
     try:
         async with tasks.gone_as_evicted(tenant, token):
-            if wait is None:
-                gen, page = await service.page(tenant, token, after=after, limit=size)
-            else:
-                gen, page = await waited_page(
-                    request, live, tenant, token, after=after, limit=size, wait=wait
-                )
+            gen, page = await page_or_wait(
+                request, service, live, tenant, token, after=after, limit=size, wait=wait
+            )
     except BaseException:
         give_place()
         raise
@@ -258,11 +243,7 @@ async def follow_task(
 ) -> Response:
     """Follow the task's events (`task:<task_id>`) from `Last-Event-ID`, with the Resume
     table's verdicts: a new attempt is a `reset`, a settled task ends with `end`."""
-    if not accepts_event_stream(accept):
-        raise NotAcceptable("this route answers text/event-stream only")
-    if len(request.headers.getlist("last-event-id")) > 1:
-        raise DuplicateClaim("Last-Event-ID is sent more than once")
+    claim = claimed_id(request, accept, last_event_id_header, last_event_id)
     await tasks.get(caller.tenant, task_id, principal)
-    claim = last_event_id_header or last_event_id or None
-    follow = await live.follow(caller.tenant, task_stream_id(task_id), claim)
-    return EventStreamResponse(live.bodies(follow, rendered), follow.close, settings.live_retry_ms)
+    stream_id = task_stream_id(task_id)
+    return await followed(live, caller.tenant, stream_id, claim, settings.live_retry_ms)

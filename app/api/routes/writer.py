@@ -5,9 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 
 from app.api.auth import Principal
-from app.api.deps import AdmissionDep, LiveDep, PrincipalDep, ServiceDep, SettingsDep, page_limit
+from app.api.deps import (
+    AdmissionDep,
+    LiveDep,
+    PrincipalDep,
+    ServiceDep,
+    SettingsDep,
+    page_limit,
+    page_wait,
+)
 from app.api.problems import problem_responses
-from app.api.routes.live import paged_answer, waited_page
+from app.api.routes.appends import append_responses, appended_status, event_bodies
+from app.api.routes.live import page_or_wait, paged_answer
 from app.api.routes.params import After, PageSize, StreamId, Token, Wait
 from app.api.schemas import (
     AppendRequest,
@@ -20,8 +29,6 @@ from app.api.schemas import (
     ResumeResponse,
     StreamResponse,
 )
-from app.domain.append import EventBody
-from app.errors import InvalidRequest
 from app.service.eventlog import EventLogService
 from app.settings import Settings
 
@@ -69,10 +76,7 @@ async def renew_lease(
 @router.post(
     "/generations/{generation}/events",
     status_code=status.HTTP_201_CREATED,
-    responses={
-        200: {"model": AppendResponse, "description": "A verified retry: nothing stored twice"},
-        **problem_responses(404, 409, 413, 415, 422),
-    },
+    responses=append_responses(AppendResponse),
 )
 async def append_events(
     generation: Token,
@@ -82,12 +86,11 @@ async def append_events(
     response: Response,
 ) -> AppendResponse:
     """Append a batch atomically; a retry with the same `first_seq` is answered 200."""
-    batch = [EventBody(data=e.data, event=e.event) for e in body.events]
+    batch = event_bodies(body.events)
     result = await service.append(
         principal.tenant, generation, batch, first_seq=body.first_seq, terminal=body.terminal
     )
-    if result.duplicate:
-        response.status_code = status.HTTP_200_OK
+    response.status_code = appended_status(result)
     return AppendResponse.of(result)
 
 
@@ -152,16 +155,12 @@ async def page_events(
     At most `EVENTLOG_MAX_PAGES_IN_FLIGHT` pages are served at once (503 `too_many_pages`).
     """
     size = page_limit(limit, settings)
-    if wait is not None and wait > settings.live_max_wait_seconds:
-        raise InvalidRequest(f"wait is over the maximum ({settings.live_max_wait_seconds:g})")
+    wait = page_wait(wait, settings)
     give_place = admission.page_place()
     try:
-        if wait is None:
-            gen, page = await service.page(principal.tenant, generation, after=after, limit=size)
-        else:
-            gen, page = await waited_page(
-                request, live, principal.tenant, generation, after=after, limit=size, wait=wait
-            )
+        gen, page = await page_or_wait(
+            request, service, live, principal.tenant, generation, after=after, limit=size, wait=wait
+        )
     except BaseException:
         give_place()
         raise

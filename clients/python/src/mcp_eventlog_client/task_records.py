@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal, get_args
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, get_args
 
 from mcp_eventlog_client.models import StoredEvent
 
@@ -101,33 +101,72 @@ class Task:
     def to_mcp(self) -> dict[str, Any]:
         """The task as MCP's tasks extension shows it (SEP-2663 `DetailedTask`, camelCase):
         what `tasks/get` answers and `CreateTaskResult` carries (add its `resultType`)."""
-        shown: dict[str, Any] = {
-            "taskId": self.task_id,
-            "status": self.status,
-            "createdAt": _iso(self.created_at),
-            "lastUpdatedAt": _iso(self.last_updated_at),
-            "ttlMs": self.ttl_ms,
-            "pollIntervalMs": self.poll_interval_ms,
-        }
-        if self.status_message is not None:
-            shown["statusMessage"] = self.status_message
-        if self.status == "completed" and self.result is not None:
-            shown["result"] = self.result
-        if self.status == "failed" and self.error is not None:
-            shown["error"] = self.error
-        if self.status == "input_required":
-            answered = self.input_responses or {}
-            # Outstanding requests only: an answered key is not asked again.
-            shown["inputRequests"] = {
-                key: request
-                for key, request in (self.input_requests or {}).items()
-                if key not in answered
-            }
-        return shown
+        return mcp_detailed(self)
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+class ShownTask(Protocol):
+    """What the tasks extension's shapes are made of: a `Task` of this client, or the
+    service's stored task record (its gateway answers MCP's task calls with these shapes)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def status_message(self) -> str | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def last_updated_at(self) -> datetime: ...
+    @property
+    def ttl_ms(self) -> int: ...
+    @property
+    def poll_interval_ms(self) -> int: ...
+    @property
+    def result(self) -> dict[str, Any] | None: ...
+    @property
+    def error(self) -> dict[str, Any] | None: ...
+    @property
+    def input_requests(self) -> dict[str, Any] | None: ...
+    @property
+    def input_responses(self) -> dict[str, Any] | None: ...
+
+
+def mcp_time(moment: datetime) -> str:
+    """A time as the extension writes it: ISO 8601 in UTC, with `Z` (naive is taken as UTC)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def mcp_task_fields(task: ShownTask) -> dict[str, Any]:
+    """The extension's `Task` fields (camelCase) that every answer about a task carries."""
+    fields: dict[str, Any] = {
+        "taskId": task.task_id,
+        "status": task.status,
+        "createdAt": mcp_time(task.created_at),
+        "lastUpdatedAt": mcp_time(task.last_updated_at),
+        "ttlMs": task.ttl_ms,
+        "pollIntervalMs": task.poll_interval_ms,
+    }
+    if task.status_message is not None:
+        fields["statusMessage"] = task.status_message
+    return fields
+
+
+def mcp_detailed(task: ShownTask) -> dict[str, Any]:
+    """The `Task` fields and what the status inlines: `result` when completed, `error` when
+    failed, the input requests not answered yet when input_required (an answered key is
+    not asked again). A `DetailedTask` without its `resultType`."""
+    shown = mcp_task_fields(task)
+    if task.status == "completed" and task.result is not None:
+        shown["result"] = task.result
+    elif task.status == "failed" and task.error is not None:
+        shown["error"] = task.error
+    elif task.status == "input_required":
+        answered = task.input_responses or {}
+        asked = task.input_requests or {}
+        shown["inputRequests"] = {k: v for k, v in asked.items() if k not in answered}
+    return shown
 
 
 @dataclass(frozen=True, slots=True)
