@@ -19,7 +19,7 @@ from app.service.admin import AdminService
 from app.service.admission import Admission
 from app.service.audit import DecisionAudit
 from app.service.background import Background
-from app.service.eventlog import EventLogService
+from app.service.eventlog import EventLogService, WriteLimits
 from app.service.hub import Hub
 from app.service.leases import Leases
 from app.service.live import LiveReads
@@ -123,7 +123,7 @@ def build(
     outside = Observers(observers)
     audit = DecisionAudit(database, enabled=settings.decision_log, observer=outside)
     observer = Observers((outside, audit))
-    reads = ReadPath(database, settings, tracing)
+    reads = ReadPath(database, settings.streams, settings.pages, tracing)
     retention = RetentionWorker(database, settings.retention, observer=observer)
     leases = Leases(database, settings.leases, observer)
     hub = Hub(
@@ -139,7 +139,8 @@ def build(
         max_bytes_in_flight=settings.live.max_response_bytes_in_flight,
         max_pages=settings.live.max_pages_in_flight,
     )
-    eventlog = EventLogService(database, reads, settings, observer, leases=leases, catch_up=hub)
+    limits = WriteLimits(settings.streams, settings.bodies, settings.leases)
+    eventlog = EventLogService(database, reads, limits, observer, leases=leases, catch_up=hub)
     background = Background(observer)
     background.add("live-wakeups", hub.run)
     if settings.decision_log:
@@ -166,7 +167,7 @@ def build(
         admission=admission,
         live=LiveReads(eventlog, reads, hub, admission, settings.live, settings.pages, observer),
         background=background,
-        tasks=TaskService(database, eventlog, settings),
+        tasks=TaskService(database, eventlog, settings.tasks, limits),
         task_admin=TaskAdmin(database, settings.pages),
         task_sweeper=task_sweeper,
         tracing=tracing,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy.engine import Connection
@@ -25,7 +26,7 @@ from app.service.hub import Watch
 from app.service.leases import Leases
 from app.service.observer import Observer
 from app.service.reading import Reading, ReadPath
-from app.settings import Settings
+from app.settings.slices import BodyLimits, LeaseSettings, StreamRules
 from app.storage import events, generations
 from app.storage.database import Database
 from app.storage.generations import NewGeneration
@@ -49,6 +50,16 @@ class CatchUp(Protocol):
     def watch(self, stream_pk: int) -> AbstractContextManager[Watch]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class WriteLimits:
+    """The settings the writer API reads: the stream rules (a generation's defaults and
+    limits), the body limits (a batch's size, an event's), and the writer leases."""
+
+    streams: StreamRules
+    bodies: BodyLimits
+    leases: LeaseSettings
+
+
 class EventLogService:
     """The writer API's use cases, within one tenant at a time."""
 
@@ -56,7 +67,7 @@ class EventLogService:
         self,
         database: Database,
         reads: ReadPath,
-        settings: Settings,
+        limits: WriteLimits,
         observer: Observer,
         clock: Clock = utc_now,
         *,
@@ -65,10 +76,12 @@ class EventLogService:
     ) -> None:
         self._database = database
         self._reads = reads
-        self._settings = settings
+        self._rules = limits.streams
+        self._bodies = limits.bodies
+        self._lease = limits.leases
         self._observer = observer
         self._clock = clock
-        self.leases = leases or Leases(database, settings.leases, observer, clock)
+        self.leases = leases or Leases(database, limits.leases, observer, clock)
         self._catch_up = catch_up
 
     async def open_generation(
@@ -86,10 +99,11 @@ class EventLogService:
         """Open a new current generation of the stream (creating it), fencing the old one;
         its writer holds a lease of `lease_seconds` (default `EVENTLOG_WRITER_LEASE_SECONDS`)
         and may run `pipeline` events ahead of its acknowledgements."""
-        s = self._settings
+        s = self._rules
         max_events = s.default_max_events if max_events is None else max_events
         ttl_seconds = s.default_ttl_seconds if ttl_seconds is None else ttl_seconds
-        lease_seconds = s.writer_lease_seconds if lease_seconds is None else lease_seconds
+        if lease_seconds is None:
+            lease_seconds = self._lease.writer_lease_seconds
         if max_events > s.max_events_limit:
             raise InvalidRequest(f"max_events is over the limit ({s.max_events_limit})")
         if ttl_seconds > s.max_ttl_seconds:
@@ -136,7 +150,7 @@ class EventLogService:
         return result
 
     def _check_limits(self, batch: Sequence[EventBody]) -> None:
-        s = self._settings
+        s = self._bodies
         if len(batch) > s.max_batch_events:
             raise BatchTooLarge(f"{len(batch)} events; at most {s.max_batch_events} a batch")
         for index, body in enumerate(batch):
@@ -183,7 +197,7 @@ class EventLogService:
         deciding again on every change of the stream, until the decision no longer asks to
         wait (caught up, or fenced meanwhile: `lost_tail`) or the time is up."""
         claimed = reading.claimed
-        wait = self._settings.resume_catchup_ms / 1000
+        wait = self._lease.resume_catchup_ms / 1000
         if self._catch_up is None or claimed is None or wait <= 0:
             return reading
         deadline = time.monotonic() + wait

@@ -20,7 +20,7 @@ from app.domain.outcomes import Decided
 from app.domain.paging import PageRefusal, check_page
 from app.errors import PageOutOfRange
 from app.service.clock import Clock, utc_now
-from app.settings import Settings
+from app.settings.slices import PageLimits, StreamRules
 from app.storage import events, generations
 from app.storage.database import Database
 from app.storage.records import EventPage, GenerationRecord
@@ -99,15 +99,16 @@ class ReadPath:
     def __init__(
         self,
         database: Database,
-        settings: Settings,
+        rules: StreamRules,
+        pages: PageLimits,
         tracer: DecisionTracer | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self._database = database
         self._clock = clock
         self._tracer = tracer  # None (not tracing): not one call more per decision
-        self._policy: TerminalPolicy = settings.terminal_resume
-        self._max_bytes = settings.max_page_bytes
+        self._policy: TerminalPolicy = rules.terminal_resume
+        self._max_bytes = pages.max_bytes
 
     async def decide(
         self,

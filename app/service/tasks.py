@@ -28,8 +28,8 @@ from app.domain.tasks import (
 )
 from app.errors import InvalidRequest, PageOutOfRange, TaskConflict, TaskEventsGone, UnknownTask
 from app.service.clock import Clock, utc_now
-from app.service.eventlog import EventLogService
-from app.settings import Settings
+from app.service.eventlog import EventLogService, WriteLimits
+from app.settings.slices import TaskSettings
 from app.storage import generations
 from app.storage import tasks as store
 from app.storage.database import Database
@@ -55,12 +55,15 @@ class TaskService:
         self,
         database: Database,
         eventlog: EventLogService,
-        settings: Settings,
+        settings: TaskSettings,
+        limits: WriteLimits,
         clock: Clock = utc_now,
     ) -> None:
         self._database = database
         self._eventlog = eventlog
         self._settings = settings
+        self._streams = limits.streams
+        self._lease_seconds = limits.leases.writer_lease_seconds
         self._clock = clock
 
     async def create(
@@ -75,21 +78,19 @@ class TaskService:
         producer: str | None = None,
     ) -> TaskRecord:
         """Store a `working` task with attempt 1; returns once it is committed."""
-        s = self._settings
-        ttl = s.task_default_ttl_ms if ttl_ms is None else ttl_ms
-        if ttl > s.max_ttl_seconds * 1000:
-            raise InvalidRequest(f"ttl_ms is over the limit ({s.max_ttl_seconds * 1000})")
+        s, streams = self._settings, self._streams
+        ttl = s.default_ttl_ms if ttl_ms is None else ttl_ms
+        if ttl > streams.max_ttl_seconds * 1000:
+            raise InvalidRequest(f"ttl_ms is over the limit ({streams.max_ttl_seconds * 1000})")
         new = NewTask(
             tenant=tenant,
             principal=principal,
             ttl_ms=ttl,
-            poll_interval_ms=s.task_poll_interval_ms
-            if poll_interval_ms is None
-            else poll_interval_ms,
-            lease_seconds=s.writer_lease_seconds if lease_seconds is None else lease_seconds,
+            poll_interval_ms=s.poll_interval_ms if poll_interval_ms is None else poll_interval_ms,
+            lease_seconds=self._lease_seconds if lease_seconds is None else lease_seconds,
             request=request,
             producer=producer,
-            max_events=s.default_max_events,
+            max_events=streams.default_max_events,
         )
         now = self._clock()
         task, _ = await self._database.write(lambda conn: store.create(conn, new, now))
@@ -176,8 +177,8 @@ class TaskService:
     ) -> TaskRecord:
         """Take the task over from the holder of attempt `supersedes`: a new attempt and a
         new generation of its events, fencing the old worker's writes and appends."""
-        s = self._settings
-        lease = s.writer_lease_seconds if lease_seconds is None else lease_seconds
+        lease = self._lease_seconds if lease_seconds is None else lease_seconds
+        max_events = self._streams.default_max_events
 
         def take_over(conn: Connection, task: TaskRecord) -> TaskRecord | TaskConflict:
             refusal = check_worker(task.attempt, supersedes, task.state)
@@ -188,7 +189,7 @@ class TaskService:
                 task,
                 lease_seconds=lease,
                 producer=producer,
-                max_events=s.default_max_events,
+                max_events=max_events,
                 now=self._clock(),
             )
             return taken

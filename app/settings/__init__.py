@@ -20,6 +20,7 @@ from app.settings.slices import (
     LiveLimits,
     PageLimits,
     Retention,
+    StreamRules,
     TaskSettings,
 )
 
@@ -358,6 +359,10 @@ class Settings(BaseSettings):
     @property
     def bodies(self) -> BodyLimits:
         return BodyLimits.of(self)
+
+    @property
+    def streams(self) -> StreamRules:
+        return StreamRules.of(self)
 
     @property
     def pages(self) -> PageLimits:

@@ -14,6 +14,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.domain.decision import TerminalPolicy
+
 
 class Slice(BaseModel):
     """A frozen view of some `Settings` fields, under shorter names."""
@@ -42,6 +44,17 @@ class BodyLimits(Slice):
     header_timeout_seconds: float = Field(alias="header_timeout_seconds")
     keep_alive_seconds: int = Field(alias="keep_alive_seconds")
     max_connections: int = Field(alias="max_connections")
+
+
+class StreamRules(Slice):
+    """What a generation may hold and for how long, by default and at most, and how a
+    resume at a terminal generation is answered."""
+
+    terminal_resume: TerminalPolicy = Field(alias="terminal_resume")
+    default_max_events: int = Field(alias="default_max_events")
+    max_events_limit: int = Field(alias="max_events_limit")
+    default_ttl_seconds: int = Field(alias="default_ttl_seconds")
+    max_ttl_seconds: int = Field(alias="max_ttl_seconds")
 
 
 class PageLimits(Slice):

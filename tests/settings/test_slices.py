@@ -15,11 +15,13 @@ from app.settings.slices import (
     PageLimits,
     Retention,
     Slice,
+    StreamRules,
     TaskSettings,
 )
 
 SLICES: dict[str, type[Slice]] = {
     "bodies": BodyLimits,
+    "streams": StreamRules,
     "pages": PageLimits,
     "live": LiveLimits,
     "channels": ChannelLimits,
@@ -30,12 +32,11 @@ SLICES: dict[str, type[Slice]] = {
 }
 
 # The settings no component takes as a slice: the process's own (where it listens, which
-# database, how it logs, its keys) and the stream rules the service reads whole.
+# database, how it logs, its keys).
 PROCESS_WIDE = {
     "database_url", "migrate_on_start", "sqlite_synchronous", "sqlite_busy_timeout_ms",
     "db_pool_size", "db_max_overflow", "host", "port", "allowed_hosts", "allowed_origins",
-    "terminal_resume", "default_max_events", "max_events_limit", "default_ttl_seconds",
-    "max_ttl_seconds", "log_level", "log_format", "keys", "shutdown_timeout_seconds",
+    "log_level", "log_format", "keys", "shutdown_timeout_seconds",
 }  # fmt: skip
 
 
