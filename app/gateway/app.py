@@ -40,7 +40,7 @@ def create_gateway_app(settings: Settings | None = None) -> FastAPI:
     state: ApiState = app.state.api
     gateway = Gateway(
         state.container,
-        Upstream(settings.gateway_upstream, settings),
+        Upstream(settings.gateway_upstream, settings.gateway),
         GatewayMetrics(state.metrics.registry),
     )
     app.state.gateway = gateway

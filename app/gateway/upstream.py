@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import httpx
 
 from app.errors import UpstreamUnavailable
-from app.settings import Settings
+from app.settings.slices import GatewaySettings
 
 # RFC 9110 §7.6.1 and the connection-specific fields; `accept-encoding` too: the gateway
 # asks for the codings it decodes itself (`ACCEPT_ENCODING`), not the client's.
@@ -144,17 +144,17 @@ def returned(headers: httpx.Headers) -> dict[str, str]:
 class Upstream:
     """The one HTTP client of the upstream, for the process's lifetime."""
 
-    def __init__(self, url: str, settings: Settings) -> None:
+    def __init__(self, url: str, settings: GatewaySettings) -> None:
         self.url = httpx.URL(url)
         timeout = httpx.Timeout(
-            connect=settings.gateway_connect_timeout_seconds,
-            read=settings.gateway_read_timeout_seconds,
-            write=settings.gateway_read_timeout_seconds,
-            pool=settings.gateway_connect_timeout_seconds,
+            connect=settings.connect_timeout_seconds,
+            read=settings.read_timeout_seconds,
+            write=settings.read_timeout_seconds,
+            pool=settings.connect_timeout_seconds,
         )
         limits = httpx.Limits(
-            max_connections=settings.gateway_max_connections,
-            max_keepalive_connections=min(100, settings.gateway_max_connections),
+            max_connections=settings.max_connections,
+            max_keepalive_connections=min(100, settings.max_connections),
         )
         self._client = httpx.AsyncClient(
             timeout=timeout, limits=limits, follow_redirects=False, trust_env=False
