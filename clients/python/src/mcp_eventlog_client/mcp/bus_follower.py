@@ -43,6 +43,10 @@ class BusFollower:
         self._listeners: dict[object, Listener] = {}
         self.following = anyio.Event()
         """Set once the follower has taken its place at the tail."""
+        self.position: str | None = None
+        """The id of the last event delivered (None: not placed yet, or to rejoin at the
+        tail). Kept as each event is delivered, so a follow cut by an outage goes on after
+        the last event delivered, not from where that follow began."""
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Register `listener` on this replica; returns an idempotent unsubscribe."""
@@ -58,13 +62,13 @@ class BusFollower:
         """Follow the bus stream from its tail until cancelled."""
         stream_id = self.source.stream_id
         backoff = 0.1
-        position: str | None = None
+        self.position = None
         while True:
             try:
-                if position is None:
-                    position = await self._tail()
+                if self.position is None:
+                    self.position = await self._tail()
                     self.following.set()
-                position = await self.follow(position)
+                self.position = await self.follow(self.position)
                 backoff = 0.1
             except (ServiceUnreachable, TimeoutError) as error:
                 log.warning("bus %s: the service is unreachable (%s); retrying", stream_id, error)
@@ -77,7 +81,7 @@ class BusFollower:
                     "bus %s: following was refused (%s); rejoining at the tail", stream_id, error
                 )
                 self.source.lagged += 1
-                position = None
+                self.position = None
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
 
@@ -100,7 +104,7 @@ class BusFollower:
             async for item in items:
                 if isinstance(item, LiveEvent):
                     self._deliver(item)
-                    position = item.id
+                    position = self.position = item.id
                 elif isinstance(item, LiveReset):
                     if item.reason == "superseded" and item.generation is not None:
                         continue  # the new generation follows from seq 1: nothing is lost
