@@ -13,11 +13,8 @@ from app.domain.append import EventBody
 from app.domain.decision import TerminalPolicy
 from app.errors import BatchTooLarge, EventTooLarge, InvalidRequest, ReservedEventType
 from app.service.eventlog import EventLogService, WriteLimits
-from app.service.observer import Observer
-from app.service.reading import ReadPath
-from app.settings.slices import BodyLimits, LeaseSettings, PageLimits, StreamRules
-from app.storage.database import Database
-from tests.support.app import make_settings
+from app.settings.slices import LeaseSettings, StreamRules
+from tests.support.services import default_bodies, opened_database, writer_service
 
 RULES = StreamRules(
     terminal_resume=TerminalPolicy.RESET,
@@ -29,20 +26,11 @@ RULES = StreamRules(
 LEASES = LeaseSettings(writer_lease_seconds=11, sweep_seconds=0, resume_catchup_ms=0)
 
 
-def _bodies(**limits: int) -> BodyLimits:
-    """The settings' body limits, with `limits` in place of theirs."""
-    return make_settings("sqlite+aiosqlite://").bodies.model_copy(update=limits)
-
-
 @pytest.fixture
 async def service(database_url: str) -> AsyncIterator[EventLogService]:
-    database = Database(make_settings(database_url))
-    reads = ReadPath(database, RULES, PageLimits(default_limit=10, max_limit=100, max_bytes=10**6))
-    limits = WriteLimits(RULES, _bodies(max_batch_events=3, max_event_bytes=16), LEASES)
-    try:
-        yield EventLogService(database, reads, limits, Observer())
-    finally:
-        await database.close()
+    limits = WriteLimits(RULES, default_bodies(max_batch_events=3, max_event_bytes=16), LEASES)
+    async with opened_database(database_url) as database:
+        yield writer_service(database, limits)
 
 
 async def test_a_generation_takes_its_defaults_from_the_rules_and_the_lease_slice(

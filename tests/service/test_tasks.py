@@ -12,14 +12,12 @@ import pytest
 
 from app.domain.decision import TerminalPolicy
 from app.errors import InvalidRequest
-from app.service.eventlog import EventLogService, WriteLimits
-from app.service.observer import Observer
-from app.service.reading import ReadPath
+from app.service.eventlog import WriteLimits
 from app.service.tasks import TaskService
-from app.settings.slices import LeaseSettings, PageLimits, StreamRules, TaskSettings
+from app.settings.slices import LeaseSettings, StreamRules, TaskSettings
 from app.storage import generations
 from app.storage.database import Database
-from tests.support.app import make_settings
+from tests.support.services import default_bodies, opened_database, writer_service
 
 RULES = StreamRules(
     terminal_resume=TerminalPolicy.RESET,
@@ -34,19 +32,14 @@ TASKS = TaskSettings(default_ttl_ms=45_000, poll_interval_ms=700)
 
 @pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
-    database = Database(make_settings(database_url))
-    try:
+    async with opened_database(database_url) as database:
         yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture
 def tasks(database: Database) -> TaskService:
-    reads = ReadPath(database, RULES, PageLimits(default_limit=10, max_limit=100, max_bytes=10**6))
-    limits = WriteLimits(RULES, make_settings("sqlite+aiosqlite://").bodies, LEASES)
-    eventlog = EventLogService(database, reads, limits, Observer())
-    return TaskService(database, eventlog, TASKS, limits)
+    limits = WriteLimits(RULES, default_bodies(), LEASES)
+    return TaskService(database, writer_service(database, limits), TASKS, limits)
 
 
 async def _events_bound(database: Database, token: str) -> int:

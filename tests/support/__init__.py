@@ -33,7 +33,9 @@ Server processes (`processes.py`): the one way to run a real server process
 The app in-process
     `app.app_client(settings)` / `make_settings(url)`: the app behind an
     `httpx.AsyncClient`, lifespan included; `operators.py`: keyed apps, one client per key;
-    `driver.py`: the same from synchronous code (hypothesis state machines).
+    `driver.py`: the same from synchronous code (hypothesis state machines);
+    `services.py`: the writer API without the app, on an opened `Database`, built from
+    exactly the settings slices it takes (`writer_service`, `opened_database`).
 
 Calling the API and reading what it stored
     `writer_calls.py` (open, append, with status checks), `sse.py` (a real SSE parser on a
