@@ -1,8 +1,9 @@
 /**
  * The storage convention both MCP stores share, against the one table both suites read
  * (`tests/fixtures/stream-convention.json` at the repository's root; the Python suite reads
- * the same file in `tests/mcp/test_convention.py`): names, the split of a message into events,
- * the join of stored events back into messages, and the placeholder of an unstored message.
+ * the same file in `clients/python/tests/mcp/test_convention.py`): names, the split of a
+ * message into events, the join of stored events back into messages, and the placeholder of
+ * an unstored message.
  */
 
 import assert from "node:assert/strict";

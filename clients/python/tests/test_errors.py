@@ -32,7 +32,7 @@ from mcp_eventlog_client.codes import GROUPS
 from mcp_eventlog_client.errors import refusal_classes
 from mcp_eventlog_client.task_runner import TaskStopped
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "problem-codes.json"
+FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "problem-codes.json"
 
 
 def documented() -> dict[str, set[int]]:

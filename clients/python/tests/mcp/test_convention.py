@@ -20,7 +20,9 @@ from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
 TABLE: dict[str, Any] = json.loads(
-    (Path(__file__).resolve().parents[1] / "fixtures" / "stream-convention.json").read_text()
+    (
+        Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "stream-convention.json"
+    ).read_text()
 )
 NAMES: list[dict[str, str]] = TABLE["names"]["cases"]
 CONTRACT_STREAM_ID = re.compile(r"[A-Za-z0-9._~:@=+-]{1,256}")
