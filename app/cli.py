@@ -201,7 +201,7 @@ def _database_ready(settings: Settings, *, migrate: bool) -> bool:
 
 
 # uvicorn's httptools protocol with bounded request heads, a head timeout and a connection
-# cap (issue 21, item 2), named as the app factory is: the CLI imports nothing of the API.
+# cap, named as the app factory is: the CLI imports nothing of the API.
 HTTP_PROTOCOL = "app.api.frontdoor.connections:GuardedHttpToolsProtocol"
 
 

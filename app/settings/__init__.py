@@ -175,7 +175,7 @@ class Settings(BaseSettings):
     live_poll_seconds: float = Field(
         default=0.1, gt=0, description="SQLite: how often other processes' commits are looked for."
     )
-    # -- live reads and pages under hostile or careless readers (issue 21: 1, 4, 5) --
+    # -- live reads and pages under hostile or careless readers --
     live_tenant_share: float = Field(
         default=0.5,
         gt=0,
@@ -201,7 +201,7 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="How long a stopping process waits for requests to end."
     )
 
-    # The append channel (`GET /v1/append`, a WebSocket; issue 19).
+    # The append channel (`GET /v1/append`, a WebSocket).
     channel_max_in_flight: int = Field(
         default=64, ge=1, description="Unanswered frames per channel; past it, reading stops."
     )

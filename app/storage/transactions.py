@@ -56,11 +56,10 @@ class Checkouts:
     SQLAlchemy's async pool is not fair: a connection checked in wakes the oldest waiter,
     but a caller arriving before that waiter runs takes it, and the waiter queues again at
     the back. Under load (a busy event loop, more callers than connections) some callers
-    then wait the pool's whole timeout and fail while later ones pass: the chaos run on a
-    loaded machine saw resumes fail `database_unavailable` after 30 s, with no connection
-    held for more than a second. Every checkout of the service's units of work takes a
-    slot here first, as many slots as the pool has connections: waits are first come,
-    first served, so a caller waits about (callers ahead of it) x (a transaction's time)
+    then wait the pool's whole timeout and fail `database_unavailable` while later ones
+    pass, though no connection is held for long. Every checkout of the service's units of
+    work takes a slot here first, as many slots as the pool has connections: waits are
+    first come, first served, so a caller waits about (callers ahead of it) x (a transaction's time)
     / (connections), and the pool itself never makes anyone wait.
     """
 

@@ -30,7 +30,7 @@ SERVER_ENV = {
 }
 
 
-# -- item 10: two Last-Event-ID headers --------------------------------------------------------
+# -- two Last-Event-ID headers --
 
 
 @pytest.mark.parametrize("second", ["", "x:1"])
@@ -47,7 +47,7 @@ async def test_two_last_event_id_headers_are_refused(http: httpx.AsyncClient, se
         assert (await reader.next()).id == f"{token}:2"
 
 
-# -- item 9(b): no position on a finished stream -----------------------------------------------
+# -- no position on a finished stream --
 
 
 async def decisions_of(http: httpx.AsyncClient, stream: str) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Replicas behind a real load balancer (issue 22): Debian's nginx runs
+"""Replicas behind a real load balancer: Debian's nginx runs
 deploy/nginx/eventlog.conf, the file deploy/compose.yaml uses, in front of two replica
 processes on one PostgreSQL database of the test's own.
 

@@ -1,4 +1,4 @@
-"""The release installed as a user would (issue 22), outside the repository.
+"""The release installed as a user would, outside the repository.
 
 `make dist` builds the artifacts once for the run (conftest.py); each goes into an
 environment of its own in a temporary folder: the service's wheel into a fresh virtual

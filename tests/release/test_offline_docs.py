@@ -1,4 +1,4 @@
-"""The API's documentation pages work with no network but the service's own (issue 22).
+"""The API's documentation pages work with no network but the service's own.
 
 Headless Chromium (Debian's, as the console's tests use it) opens `/docs` and `/redoc` of a
 real service process while every request to anywhere else is cut (aborted and recorded).
