@@ -53,11 +53,20 @@ class Purged:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """A dry-run resume: the reading, and the count of events it would deliver in all."""
+    """A dry-run resume: the reading, and what it would deliver in all."""
 
     reading: Reading
-    after: int
-    would_deliver: int
+
+    @property
+    def after(self) -> int:
+        """The seq the delivered events follow."""
+        return self.reading.after
+
+    @property
+    def would_deliver(self) -> int:
+        """The count of events the resume would deliver, through the generation's tail."""
+        delivered = self.reading.delivered
+        return 0 if delivered is None else delivered.tail_seq - self.reading.after
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +155,7 @@ class AdminService:
         reading = await self._reads.decide(
             last_event_id, tenant=tenant, asked_stream=stream_id, limit=limit
         )
-        delivered, claim = reading.delivered, reading.decision.claim
-        if delivered is None:
-            return Explanation(reading, 0, 0)
-        after = claim.seq if delivered is reading.claimed and claim is not None else 0
-        return Explanation(reading, after, delivered.tail_seq - after)
+        return Explanation(reading)
 
     async def decisions(
         self,

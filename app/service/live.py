@@ -225,9 +225,7 @@ class LiveReads:
                 fresh = None if delivered is None else delivered.token
                 opening.append(ResetFrame(reading.decision.reason, fresh))
             if delivered is not None:
-                claim = reading.decision.claim
-                start = claim.seq if delivered is reading.claimed and claim is not None else 0
-                cursor = _Cursor(delivered, start)
+                cursor = _Cursor(delivered, reading.after)
                 opening.extend(self._deliver(cursor, reading.page))
         if opening:
             yield opening

@@ -37,6 +37,13 @@ class Reading:
     page: EventPage | None
 
     @property
+    def after(self) -> int:
+        """The seq the delivered events follow: the claim's when its own generation is
+        resumed, 0 when another is delivered from its start (the page is read from there,
+        and `delivered` and `page` are set together); 0 when nothing is delivered."""
+        return 0 if self.page is None else self.page.after
+
+    @property
     def next_after(self) -> int | None:
         """Where the next page starts, when the delivered generation has more events."""
         if self.delivered is None or self.page is None:

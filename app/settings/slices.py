@@ -2,14 +2,18 @@
 
 `Settings` is the one place the environment is read and checked (every variable keeps its
 `EVENTLOG_<NAME>` name); a component is handed only the slice it reads, so its constructor
-names what it depends on and a test builds exactly that. Each field of a slice names the
-`Settings` field it is taken from as its alias: `LiveLimits.max_readers` is
-`EVENTLOG_LIVE_MAX_READERS`. tests/settings/test_slices.py holds that every alias names a
-field of `Settings` and that no field of a component's concern is left out of its slice.
+names what it depends on and a test builds exactly that. Each field of a slice has as its
+alias the `Settings` field it is taken from, named by one rule per slice: the field's own
+name after the slice's prefix (`class LiveLimits(Slice, alias_generator=prefixed("live_"))`:
+`LiveLimits.max_readers` is `live_max_readers`, `EVENTLOG_LIVE_MAX_READERS`), or its own
+name where the slice has none; a field named otherwise states its alias (`Field(alias=...)`).
+tests/settings/test_slices.py holds that every alias names a field of `Settings` and that
+no field of a component's concern is left out of its slice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,10 +21,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.domain.decision import TerminalPolicy
 
 
-class Slice(BaseModel):
-    """A frozen view of some `Settings` fields, under shorter names."""
+def prefixed(prefix: str) -> Callable[[str], str]:
+    """The aliases of a slice whose fields are the `Settings` fields named `prefix` + name."""
+    return lambda name: prefix + name
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+class Slice(BaseModel):
+    """A frozen view of some `Settings` fields, under shorter names (by default each
+    field's alias is its own name: the `Settings` field of that name)."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, alias_generator=prefixed("")
+    )
 
     @classmethod
     def of(cls, settings: Any) -> Self:
@@ -34,27 +46,27 @@ class Slice(BaseModel):
 class BodyLimits(Slice):
     """What one request may bring, and how long it may take to bring it."""
 
-    max_event_bytes: int = Field(alias="max_event_bytes")
-    max_batch_events: int = Field(alias="max_batch_events")
-    max_body_bytes: int = Field(alias="max_body_bytes")
-    max_body_bytes_in_flight: int = Field(alias="max_body_bytes_in_flight")
-    body_timeout_seconds: float = Field(alias="body_timeout_seconds")
-    max_header_bytes: int = Field(alias="max_header_bytes")
-    max_headers: int = Field(alias="max_headers")
-    header_timeout_seconds: float = Field(alias="header_timeout_seconds")
-    keep_alive_seconds: int = Field(alias="keep_alive_seconds")
-    max_connections: int = Field(alias="max_connections")
+    max_event_bytes: int
+    max_batch_events: int
+    max_body_bytes: int
+    max_body_bytes_in_flight: int
+    body_timeout_seconds: float
+    max_header_bytes: int
+    max_headers: int
+    header_timeout_seconds: float
+    keep_alive_seconds: int
+    max_connections: int
 
 
 class StreamRules(Slice):
     """What a generation may hold and for how long, by default and at most, and how a
     resume at a terminal generation is answered."""
 
-    terminal_resume: TerminalPolicy = Field(alias="terminal_resume")
-    default_max_events: int = Field(alias="default_max_events")
-    max_events_limit: int = Field(alias="max_events_limit")
-    default_ttl_seconds: int = Field(alias="default_ttl_seconds")
-    max_ttl_seconds: int = Field(alias="max_ttl_seconds")
+    terminal_resume: TerminalPolicy
+    default_max_events: int
+    max_events_limit: int
+    default_ttl_seconds: int
+    max_ttl_seconds: int
 
 
 class PageLimits(Slice):
@@ -65,30 +77,30 @@ class PageLimits(Slice):
     max_bytes: int = Field(alias="max_page_bytes")
 
 
-class LiveLimits(Slice):
+class LiveLimits(Slice, alias_generator=prefixed("live_")):
     """Live readers (`/live`, long polls): how many, how long, how much they may hold."""
 
-    heartbeat_seconds: float = Field(alias="live_heartbeat_seconds")
-    retry_ms: int = Field(alias="live_retry_ms")
-    max_seconds: float = Field(alias="live_max_seconds")
-    max_readers: int = Field(alias="live_max_readers")
-    max_wait_seconds: float = Field(alias="live_max_wait_seconds")
-    fanout_ms_per_reader: float = Field(alias="live_fanout_ms_per_reader")
-    fanout_max_ms: float = Field(alias="live_fanout_max_ms")
-    poll_seconds: float = Field(alias="live_poll_seconds")
-    tenant_share: float = Field(alias="live_tenant_share")
-    page_bytes: int = Field(alias="live_page_bytes")
-    chunk_bytes: int = Field(alias="live_chunk_bytes")
+    heartbeat_seconds: float
+    retry_ms: int
+    max_seconds: float
+    max_readers: int
+    max_wait_seconds: float
+    fanout_ms_per_reader: float
+    fanout_max_ms: float
+    poll_seconds: float
+    tenant_share: float
+    page_bytes: int
+    chunk_bytes: int
     max_response_bytes_in_flight: int = Field(alias="max_response_bytes_in_flight")
     max_pages_in_flight: int = Field(alias="max_pages_in_flight")
 
 
-class ChannelLimits(Slice):
+class ChannelLimits(Slice, alias_generator=prefixed("channel_")):
     """Append channels (`/v1/channel`)."""
 
-    max_in_flight: int = Field(alias="channel_max_in_flight")
-    max_per_key: int = Field(alias="channel_max_per_key")
-    idle_seconds: float = Field(alias="channel_idle_seconds")
+    max_in_flight: int
+    max_per_key: int
+    idle_seconds: float
 
 
 class Retention(Slice):
@@ -96,43 +108,43 @@ class Retention(Slice):
 
     interval_seconds: float = Field(alias="retention_interval_seconds")
     batch_size: int = Field(alias="retention_batch_size")
-    tombstone_ttl_seconds: int = Field(alias="tombstone_ttl_seconds")
-    max_generations_per_stream: int = Field(alias="max_generations_per_stream")
-    decision_log: bool = Field(alias="decision_log")
-    decision_log_max_rows: int = Field(alias="decision_log_max_rows")
-    decision_log_max_age_seconds: int = Field(alias="decision_log_max_age_seconds")
+    tombstone_ttl_seconds: int
+    max_generations_per_stream: int
+    decision_log: bool
+    decision_log_max_rows: int
+    decision_log_max_age_seconds: int
 
 
 class LeaseSettings(Slice):
     """Writer leases: how long one lasts, how often lapsed ones are swept."""
 
-    writer_lease_seconds: int = Field(alias="writer_lease_seconds")
+    writer_lease_seconds: int
     sweep_seconds: float = Field(alias="lease_sweep_seconds")
-    resume_catchup_ms: int = Field(alias="resume_catchup_ms")
+    resume_catchup_ms: int
 
 
-class TaskSettings(Slice):
+class TaskSettings(Slice, alias_generator=prefixed("task_")):
     """Durable tasks."""
 
-    default_ttl_ms: int = Field(alias="task_default_ttl_ms")
-    poll_interval_ms: int = Field(alias="task_poll_interval_ms")
+    default_ttl_ms: int
+    poll_interval_ms: int
 
 
-class GatewaySettings(Slice):
+class GatewaySettings(Slice, alias_generator=prefixed("gateway_")):
     """`mcp-eventlog gateway`: its upstream, and how it talks to it."""
 
-    upstream: str | None = Field(alias="gateway_upstream")
-    tasks: str | None = Field(alias="gateway_tasks")
-    path: str = Field(alias="gateway_path")
-    tenant: str = Field(alias="gateway_tenant")
-    secret: str | None = Field(alias="gateway_secret", repr=False)
-    connect_timeout_seconds: float = Field(alias="gateway_connect_timeout_seconds")
-    read_timeout_seconds: float = Field(alias="gateway_read_timeout_seconds")
-    max_connections: int = Field(alias="gateway_max_connections")
-    max_event_bytes: int = Field(alias="gateway_max_event_bytes")
-    reconnects: int = Field(alias="gateway_reconnects")
-    max_retry_ms: int = Field(alias="gateway_max_retry_ms")
-    trusted_proxies: tuple[str, ...] = Field(alias="gateway_trusted_proxies")
-    fence_seconds: float = Field(alias="gateway_fence_seconds")
-    relay_buffer_bytes: int = Field(alias="gateway_relay_buffer_bytes")
-    shutdown_grace_seconds: float = Field(alias="gateway_shutdown_grace_seconds")
+    upstream: str | None
+    tasks: str | None
+    path: str
+    tenant: str
+    secret: str | None = Field(repr=False)
+    connect_timeout_seconds: float
+    read_timeout_seconds: float
+    max_connections: int
+    max_event_bytes: int
+    reconnects: int
+    max_retry_ms: int
+    trusted_proxies: tuple[str, ...]
+    fence_seconds: float
+    relay_buffer_bytes: int
+    shutdown_grace_seconds: float
