@@ -56,10 +56,10 @@ class ConnectionLimits(Slice):
     """The bounds of one connection's request heads, and of the connections at once: the
     slice of the settings (`EVENTLOG_MAX_HEADER_BYTES`, …) the protocol reads."""
 
-    max_header_bytes: int = Field(alias="max_header_bytes")
-    max_headers: int = Field(alias="max_headers")
+    max_header_bytes: int
+    max_headers: int
     header_timeout: float = Field(alias="header_timeout_seconds")
-    max_connections: int = Field(alias="max_connections")
+    max_connections: int
 
 
 class SharedConnectionLimits:
