@@ -43,6 +43,7 @@ def pair_fixture(upstream: Callable[[Path], ServerProcess], folder: str) -> Any:
     def pair(
         request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     ) -> Iterator[Pair]:
+        """The upstream and the gateway in front of it, running for the module."""
         workdir = tmp_path_factory.mktemp(folder)
         database_url = backend_database(request, workdir)
         process = upstream(workdir)
