@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -14,15 +13,7 @@ from app.api.auth import OPEN_PRINCIPAL, Keyring, Scope
 from app.api.routes import admin
 from app.errors import Forbidden, Unauthenticated
 from app.settings import KeySpec, Settings
-from tests.support.operators import (
-    ADMIN,
-    WRITER_A,
-    WRITER_B,
-    KeyedApp,
-    keyed_settings,
-    ok,
-    running_app,
-)
+from tests.support.operators import ADMIN, WRITER_A, WRITER_B, KeyedApp, keyed_app, ok
 
 TOKEN = "AAAAAAAAAAAAAAAAAAAAAA"
 
@@ -48,10 +39,7 @@ WRITER_ROUTES = [
 ]
 
 
-@pytest.fixture
-async def keyed(database_url: str) -> AsyncIterator[KeyedApp]:
-    async with running_app(keyed_settings(database_url)) as app:
-        yield app
+keyed = pytest.fixture(keyed_app, name="keyed")
 
 
 def test_every_admin_route_is_listed() -> None:

@@ -13,17 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.strict_bodies import APPEND, LAX, OPEN, post_raw, problem_code, state
+from tests.support.strict_bodies import APPEND, LAX, OPEN, assert_refused, problem_code, state
 
 
 @pytest.mark.parametrize(("path", "body"), LAX, ids=[f"{p} {json.dumps(b)}" for p, b in LAX])
 async def test_a_value_lax_parsing_would_coerce_is_refused(
     client: httpx.AsyncClient, token: str, path: str, body: dict[str, Any]
 ) -> None:
-    before = await state(client, token)
-    answer = await post_raw(client, path, token, json.dumps(body).encode())
-    assert problem_code(answer) == "validation_error"
-    assert await state(client, token) == before
+    await assert_refused(client, path, token, json.dumps(body).encode(), "validation_error")
 
 
 # Escape sequences, C0/DEL/C1 controls and bidirectional overrides.

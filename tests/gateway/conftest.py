@@ -5,9 +5,9 @@ SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,25 +34,27 @@ class Pair:
         return f"{self.gateway.base_url}/mcp"
 
 
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def pair(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Pair]:
-    """One upstream and one gateway for the module, on the backend of the param."""
-    with pair_before(python_upstream_process, request, tmp_path_factory.mktemp("gateway")) as up:
-        yield up
+def pair_fixture(upstream: Callable[[Path], ServerProcess], folder: str) -> Any:
+    """A module's fixture, on each backend (its params): `upstream(workdir)` (a process not
+    yet started) and a gateway in front of it, both running for the module, in a new
+    temporary folder named after `folder`."""
+
+    @pytest.fixture(scope="module", params=BACKEND_PARAMS)
+    def pair(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[Pair]:
+        """The upstream and the gateway in front of it, running for the module."""
+        workdir = tmp_path_factory.mktemp(folder)
+        database_url = backend_database(request, workdir)
+        process = upstream(workdir)
+        with gateway_before(process, workdir, database_url) as gateway:
+            yield Pair(process, gateway, database_url, workdir)
+
+    return pair
 
 
-@contextmanager
-def pair_before(
-    upstream: Callable[[Path], ServerProcess], request: pytest.FixtureRequest, workdir: Path
-) -> Iterator[Pair]:
-    """`upstream(workdir)` (a process not yet started) and a gateway in front of it, on the
-    backend of the fixture's param, both running for the block."""
-    database_url = backend_database(request, workdir)
-    process = upstream(workdir)
-    with gateway_before(process, workdir, database_url) as gateway:
-        yield Pair(process, gateway, database_url, workdir)
+# One upstream (the official Python SDK server) and one gateway for the module.
+pair = pair_fixture(python_upstream_process, "gateway")
 
 
 @pytest.fixture(params=BACKEND_PARAMS)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,7 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from tests.gateway.conftest import Pair, pair_before
-from tests.support.databases import BACKEND_PARAMS
+from tests.gateway.conftest import Pair, pair_fixture
 from tests.support.processes import ServerProcess, free_port
 from tests.support.upstreams import open_gate
 
@@ -33,20 +31,15 @@ REQUEST_ID = 7  # every call of the test uses it: the ids collide on purpose
 STEPS = 6
 
 
-@pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def stateless(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Pair]:
-    """A stateless upstream and a gateway in front of it, on the backend of the param."""
-    with pair_before(stateless_upstream, request, tmp_path_factory.mktemp("stateless")) as up:
-        yield up
-
-
 def stateless_upstream(workdir: Path) -> ServerProcess:
     """`stateless_upstream.py` as a process, not yet started."""
     port = free_port()
     argv = ["-m", "tests.gateway.stateless_upstream", "--port", str(port)]
     return ServerProcess.program(argv, port=port, log_path=workdir / "upstream.log")
+
+
+# A stateless upstream and a gateway in front of it, for the module.
+stateless = pair_fixture(stateless_upstream, "stateless")
 
 
 @dataclass

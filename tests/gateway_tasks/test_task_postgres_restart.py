@@ -18,7 +18,7 @@ import pytest
 
 from tests.gateway_tasks.conftest import task_gateway, task_upstream
 from tests.support.private_postgres import PrivatePostgres, private_database
-from tests.support.task_requester import ask, headers, message, send
+from tests.support.task_requester import ask, first_progress, request
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
 
@@ -52,7 +52,9 @@ async def test_postgresql_restarted_mid_task_loses_nothing_and_the_task_settles(
                     if answer.get("result", {}).get("status") not in (None, "working"):
                         break
                     await asyncio.sleep(0.2)
-            stream = await send(client, url, "tasks/stream", {"taskId": task_id, "after": 0})
+            stream = await client.post(
+                url, **request("tasks/stream", {"taskId": task_id, "after": 0})
+            )
         assert "Task exception was never retrieved" not in gateway.log()
     task = answer["result"]
     assert task["status"] == "completed", task
@@ -63,16 +65,3 @@ async def test_postgresql_restarted_mid_task_loses_nothing_and_the_task_settles(
     assert seqs == list(range(1, len(seqs) + 1)), seqs
     final = json.loads([line for line in lines if line.startswith("data: ")][-1][6:])
     assert final["result"]["status"] == "completed"
-
-
-async def first_progress(client: httpx.AsyncClient, url: str, task_id: str) -> None:
-    """Return once `tasks/stream` shows the task's first progress event."""
-    params = {"taskId": task_id, "after": 0}
-    body = json.dumps(message("tasks/stream", params))
-    async with (
-        asyncio.timeout(30),
-        client.stream("POST", url, content=body, headers=headers("tasks/stream", params)) as s,
-    ):
-        async for text in s.aiter_text():
-            if "notifications/progress" in text:
-                return

@@ -25,7 +25,7 @@ import pytest
 from tests.gateway_tasks.conftest import task_gateway, task_upstream
 from tests.support.databases import empty_postgres
 from tests.support.processes import ServerProcess
-from tests.support.task_requester import ask, headers, message, send
+from tests.support.task_requester import ask, first_progress, request
 from tests.support.waiting import until
 
 pytestmark = [pytest.mark.process, pytest.mark.postgresql]
@@ -84,8 +84,7 @@ async def test_the_task_of_a_killed_replica_is_failed_worker_lost_on_the_other(
     async with httpx.AsyncClient(timeout=30) as client:
         task_id = await create(client, replicas.mcp(replicas.first), {"seconds": 60, "label": "k"})
         # Mid-call: the upstream has reported progress, so the call is running on `first`.
-        async with asyncio.timeout(30):
-            await first_progress(client, replicas.mcp(replicas.second), task_id)
+        await first_progress(client, replicas.mcp(replicas.second), task_id)
         replicas.first.kill()
         killed = time.monotonic()
         try:
@@ -104,17 +103,6 @@ async def test_the_task_of_a_killed_replica_is_failed_worker_lost_on_the_other(
     assert waited <= LEASE_SECONDS + SWEEP_SECONDS + 1.0, waited
 
 
-async def first_progress(client: httpx.AsyncClient, url: str, task_id: str) -> None:
-    """Return once `tasks/stream` (on `url`) shows the task's first progress event."""
-    params = {"taskId": task_id, "after": 0}
-    body = json.dumps(message("tasks/stream", params))
-    sent = headers("tasks/stream", params)
-    async with client.stream("POST", url, content=body, headers=sent) as response:
-        async for text in response.aiter_text():
-            if "notifications/progress" in text:
-                return
-
-
 async def test_another_principals_task_is_an_unknown_task(replicas: Replicas) -> None:
     url = replicas.mcp(replicas.second)
     async with httpx.AsyncClient(timeout=30) as client:
@@ -125,8 +113,12 @@ async def test_another_principals_task_is_an_unknown_task(replicas: Replicas) ->
             ("tasks/update", {"inputResponses": {"x": {"action": "accept"}}}),
             ("tasks/cancel", {}),
         ]:
-            theirs = await send(client, url, method, {"taskId": task_id, **extra}, "mallory")
-            nobodys = await send(client, url, method, {"taskId": unknown, **extra}, "mallory")
+            theirs = await client.post(
+                url, **request(method, {"taskId": task_id, **extra}, "mallory")
+            )
+            nobodys = await client.post(
+                url, **request(method, {"taskId": unknown, **extra}, "mallory")
+            )
             assert theirs.status_code == nobodys.status_code == 200
             assert _without_id(theirs.json()) == _without_id(nobodys.json())
             assert theirs.json()["error"]["code"] == -32602
@@ -153,9 +145,10 @@ async def test_tasks_stream_serves_the_progress_after_a_cursor_on_the_other_repl
         other = replicas.mcp(replicas.second)
         # The requester follows on the other replica, leaves after the first event, and
         # comes back with its cursor.
-        async with asyncio.timeout(30):
-            await first_progress(client, other, task_id)
-        response = await send(client, other, "tasks/stream", {"taskId": task_id, "after": 1})
+        await first_progress(client, other, task_id)
+        response = await client.post(
+            other, **request("tasks/stream", {"taskId": task_id, "after": 1})
+        )
         assert response.headers["content-type"].startswith("text/event-stream")
         events = [
             json.loads(line[6:]) for line in response.text.splitlines() if line[:6] == "data: "
@@ -194,12 +187,12 @@ async def test_task_notifications_reach_a_listen_stream_on_the_other_replica(
         created = await ask(client, first, "tools/call", params, credential="alice")
         task_id = created["result"]["taskId"]
         listen = {"notifications": {"taskIds": [task_id, "not-a-task"]}}
-        body = json.dumps(message("subscriptions/listen", listen))
-        sent = headers("subscriptions/listen", listen, "alice")
         heard: list[dict[str, Any]] = []
         async with (
             asyncio.timeout(30),
-            client.stream("POST", second, content=body, headers=sent) as stream,
+            client.stream(
+                "POST", second, **request("subscriptions/listen", listen, "alice")
+            ) as stream,
         ):
             async for line in stream.aiter_lines():
                 if not line.startswith("data: "):
@@ -235,8 +228,7 @@ async def test_a_cancel_on_the_other_replica_cuts_the_upstream_call(replicas: Re
     async with httpx.AsyncClient(timeout=30) as client:
         task_id = await create(client, replicas.mcp(replicas.first), {"seconds": 30, "label": "c"})
         other = replicas.mcp(replicas.second)
-        async with asyncio.timeout(30):
-            await first_progress(client, other, task_id)
+        await first_progress(client, other, task_id)
         cut_before = (await client.get(calls)).json().get("slow_compute:cut", 0)
         cancelled = await ask(client, other, "tasks/cancel", {"taskId": task_id})
         assert cancelled["result"] == {"resultType": "complete"}
@@ -262,9 +254,9 @@ async def test_a_refused_discover_or_tools_list_keeps_the_upstreams_status(
     url = replicas.mcp(replicas.second)
     async with httpx.AsyncClient(timeout=30) as client:
         for method in ("server/discover", "tools/list"):
-            sent = headers(method, {})
-            sent["mcp-method"] = "tools/call"
-            answer = await client.post(url, content=json.dumps(message(method, {})), headers=sent)
+            sent = request(method, {})
+            sent["headers"]["mcp-method"] = "tools/call"
+            answer = await client.post(url, **sent)
             assert answer.status_code == 400, answer.text
             assert answer.json()["error"]["code"] == -32020
             good = await ask(client, url, method, {})

@@ -85,8 +85,9 @@ async def admin_cli(keyed: KeyedApp, *argv: str, key: str = ADMIN, expect: int =
     return out.getvalue()
 
 
-# The bodies of two fixtures of the modules that drive `mcp-eventlog admin …` against an app;
-# each module makes them its fixtures in a line (`pytest.fixture(keyed_app, name="keyed")`).
+# The bodies of fixtures that several modules share (the admin API's, the keys' and those
+# that drive `mcp-eventlog admin …` against an app); each module makes them its fixtures in
+# a line (`pytest.fixture(keyed_app, name="keyed")`).
 def leave_logging_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """`main` configures the process's logging; here that process is pytest's."""
     monkeypatch.setattr(cli, "configure_logging", lambda _settings: None)

@@ -1,6 +1,6 @@
 """Requests of the strict-body tests: the paths of every request model, the bodies each
-test sends, a request's raw body, what a refused request must leave as it was, and the 422
-problem code."""
+test sends, a request's raw body, what a refused request must leave as it was, the 422
+problem code, and a refusal checked whole."""
 
 from __future__ import annotations
 
@@ -32,21 +32,30 @@ async def post_raw(client: httpx.AsyncClient, path: str, token: str, raw: bytes)
     )
 
 
-async def post_refused(
-    client: httpx.AsyncClient, path: str, token: str, raw: bytes
-) -> tuple[httpx.Response, bool]:
-    """`post_raw`, for a body that must be refused: the answer, and whether the stream and
-    its events are as they were before it (`state`)."""
-    before = await state(client, token)
-    answer = await post_raw(client, path, token, raw)
-    return answer, await state(client, token) == before
-
-
 def problem_code(answer: httpx.Response) -> str:
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
     code: str = answer.json()["code"]
     return code
+
+
+async def assert_refused(
+    client: httpx.AsyncClient,
+    path: str,
+    token: str,
+    raw: bytes,
+    code: str,
+    *,
+    saying: str | None = None,
+) -> None:
+    """`post_raw` refuses the body: a 422 problem of `code` (its detail saying `saying`, when
+    given), and the stream and its events as they were before it (`state`)."""
+    before = await state(client, token)
+    answer = await post_raw(client, path, token, raw)
+    assert problem_code(answer) == code
+    if saying is not None:
+        assert saying in answer.json()["detail"]
+    assert await state(client, token) == before
 
 
 # (path, body): every field of every request model, with a value lax parsing would take.

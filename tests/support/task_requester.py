@@ -4,6 +4,7 @@ conformance suite's client sends): `_meta` client capabilities declaring the ext
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from typing import Any
@@ -54,16 +55,13 @@ def headers(method: str, params: dict[str, Any], credential: str | None = None) 
     return sent
 
 
-async def send(
-    client: httpx.AsyncClient,
-    url: str,
-    method: str,
-    params: dict[str, Any],
-    credential: str | None = None,
-) -> httpx.Response:
-    """POST one request; the raw response."""
-    body = json.dumps(message(method, params))
-    return await client.post(url, content=body, headers=headers(method, params, credential))
+def request(method: str, params: dict[str, Any], credential: str | None = None) -> dict[str, Any]:
+    """The body and headers of a request of `method`, as httpx's keyword arguments
+    (`client.post(url, **request(…))`, `client.stream("POST", url, **request(…))`)."""
+    return {
+        "content": json.dumps(message(method, params)),
+        "headers": headers(method, params, credential),
+    }
 
 
 async def ask(
@@ -74,5 +72,18 @@ async def ask(
     credential: str | None = None,
 ) -> dict[str, Any]:
     """POST one request; its JSON-RPC response object (`result` or `error`)."""
-    answer: dict[str, Any] = (await send(client, url, method, params, credential)).json()
+    answer: dict[str, Any] = (await client.post(url, **request(method, params, credential))).json()
     return answer
+
+
+async def first_progress(client: httpx.AsyncClient, url: str, task_id: str) -> None:
+    """Return once `tasks/stream` (on `url`) shows the task's first progress event (within
+    30 s)."""
+    params = {"taskId": task_id, "after": 0}
+    async with (
+        asyncio.timeout(30),
+        client.stream("POST", url, **request("tasks/stream", params)) as response,
+    ):
+        async for text in response.aiter_text():
+            if "notifications/progress" in text:
+                return

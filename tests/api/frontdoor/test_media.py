@@ -11,23 +11,14 @@ import pytest
 from fastapi import FastAPI
 
 from tests.support.front_door import assert_problem
-from tests.support.strict_bodies import (
-    APPEND,
-    DUPLICATED,
-    SURROGATES,
-    post_refused,
-    problem_code,
-)
+from tests.support.strict_bodies import APPEND, DUPLICATED, SURROGATES, assert_refused
 
 
 @pytest.mark.parametrize(("path", "raw"), DUPLICATED, ids=[r.decode() for _p, r in DUPLICATED])
 async def test_a_key_twice_in_one_object_is_refused(
     client: httpx.AsyncClient, token: str, path: str, raw: bytes
 ) -> None:
-    answer, unchanged = await post_refused(client, path, token, raw)
-    assert problem_code(answer) == "invalid_json"
-    assert "appears twice" in answer.json()["detail"]
-    assert unchanged
+    await assert_refused(client, path, token, raw, "invalid_json", saying="appears twice")
 
 
 @pytest.mark.parametrize(("path", "raw"), SURROGATES, ids=[r.decode() for _p, r in SURROGATES])
@@ -35,10 +26,7 @@ async def test_a_lone_surrogate_anywhere_in_a_body_is_refused(
     client: httpx.AsyncClient, token: str, path: str, raw: bytes
 ) -> None:
     """Never a 500, never stored, never decided (so never in the audit log)."""
-    answer, unchanged = await post_refused(client, path, token, raw)
-    assert problem_code(answer) == "validation_error"
-    assert "UTF-8" in answer.json()["detail"]
-    assert unchanged
+    await assert_refused(client, path, token, raw, "validation_error", saying="UTF-8")
     decisions = (await client.get("/admin/v1/decisions")).json()["decisions"]
     assert decisions == []
 

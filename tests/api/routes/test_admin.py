@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.operators import (
-    ADMIN,
-    WRITER_A,
-    WRITER_B,
-    KeyedApp,
-    keyed_settings,
-    ok,
-    running_app,
-)
+from tests.support.operators import ADMIN, WRITER_A, WRITER_B, KeyedApp, keyed_app, ok
 from tests.support.writer_calls import open_generation
 
-
-@pytest.fixture
-async def keyed(database_url: str) -> AsyncIterator[KeyedApp]:
-    async with running_app(keyed_settings(database_url)) as app:
-        yield app
+keyed = pytest.fixture(keyed_app, name="keyed")
 
 
 @pytest.fixture
