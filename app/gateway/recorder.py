@@ -29,11 +29,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.domain.append import EventBody
+from app.domain.backoff import Backoff
 from app.domain.ids import format_event_id
 from app.errors import EventLogError
 from app.service.eventlog import EventLogService
 
 log = logging.getLogger(__name__)
+# A spoiled generation's fence is tried again at growing pauses, never more than this apart.
+_FENCE_MOST_WAIT_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -108,8 +111,9 @@ class Recorder:
             return True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        wait = first_wait
+        waits = Backoff(first=first_wait, most=_FENCE_MOST_WAIT_SECONDS).pauses()
         while True:
+            wait = next(waits)
             try:
                 # Once opened, the spoiled one is superseded: its resumes are `reset`.
                 token = self.token if self.token is not None else await self._open()
@@ -127,7 +131,6 @@ class Recorder:
                     )
                     return False
                 await asyncio.sleep(wait)
-                wait = min(wait * 2, 10.0)
                 continue
             self.terminal = True
             log.info(

@@ -23,6 +23,7 @@ import logging
 from typing import Any
 
 from app.domain.append import EventBody
+from app.domain.backoff import Backoff
 from app.domain.tasks import TaskStatus
 from app.errors import StorageUnavailable, TaskConflict, UnknownTask, UpstreamUnavailable
 from app.gateway.errors import GatewayError
@@ -34,10 +35,8 @@ from app.storage.tasks import TaskRecord
 log = logging.getLogger(__name__)
 # Waiting for input, the log is read every 0.1 s at first, then less often (up to 1 s): a
 # prompt answer is taken at once, a requester that takes an hour costs a read a second.
-_INPUT_POLL_FIRST_SECONDS = 0.1
-_INPUT_POLL_MAX_SECONDS = 1.0
-_RETRY_FIRST_SECONDS = 0.25
-_RETRY_MAX_SECONDS = 2.0
+_INPUT_POLLS = Backoff(first=0.1, most=1.0, factor=1.5)
+_RETRIES = Backoff(first=0.25, most=2.0)
 
 
 class _Stopped(GatewayError):
@@ -159,25 +158,24 @@ class TaskWorkers:
 
     async def _answers(self, task: TaskRecord, keys: set[str]) -> dict[str, Any]:
         """The requester's answers to every key, once all are given (from any replica)."""
-        pause = _INPUT_POLL_FIRST_SECONDS
+        pauses = _INPUT_POLLS.pauses()
         while True:
             try:
                 seen = await self._tasks.get(self._tenant, task.task_id, task.principal)
             except UnknownTask:
                 raise _Stopped from None
             except StorageUnavailable:
-                await asyncio.sleep(_RETRY_MAX_SECONDS)
+                await asyncio.sleep(_RETRIES.most)
                 continue
             if seen.state.terminal:
                 raise _Stopped
             answered = seen.input_responses or {}
             if keys <= set(answered):
                 return {k: answered[k] for k in keys}
-            await asyncio.sleep(pause)
-            pause = min(pause * 1.5, _INPUT_POLL_MAX_SECONDS)
+            await asyncio.sleep(next(pauses))
 
     async def _settle(self, task: TaskRecord, status: TaskStatus, **payload: Any) -> None:
-        pause = _RETRY_FIRST_SECONDS
+        pauses = _RETRIES.pauses()
         while True:
             try:
                 await self._tasks.transition(
@@ -191,8 +189,7 @@ class TaskWorkers:
                 # The outcome is held here until the database is back: a settle is never
                 # dropped (the lease, renewed meanwhile when it can be, bounds the wait).
                 log.warning("task %s: the database is unavailable; settling again", task.task_id)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, _RETRY_MAX_SECONDS)
+                await asyncio.sleep(next(pauses))
 
     async def _event(self, task: TaskRecord, note: dict[str, Any]) -> None:
         body = EventBody(data=json.dumps(note), event=str(note.get("method", "message")))

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from app.domain.backoff import Backoff
 from app.errors import StorageError
 from app.service.clock import Clock, utc_now
 from app.service.observer import Observer
@@ -79,8 +80,7 @@ class Background:
         max_delay: float = MAX_RESTART_DELAY_SECONDS,
     ) -> None:
         self._observer = observer or Observer()
-        self._first_delay = first_delay
-        self._max_delay = max_delay
+        self._restarts = Backoff(first=first_delay, most=max_delay)
         self._jobs: list[_Job] = []
         self._down: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -118,7 +118,7 @@ class Background:
                 await task
 
     async def _supervise(self, job: _Job) -> None:
-        delay = self._first_delay
+        delays = self._restarts.pauses()
         while True:
             try:
                 await job.run()
@@ -130,8 +130,8 @@ class Background:
                     # raise the failure instead of the cancellation. Stop all the same.
                     raise asyncio.CancelledError from None
                 self._down.add(job.name)
+                delay = next(delays)
                 log.exception("background task %s died; restarting in %.1fs", job.name, delay)
                 self._observer.background_failed(job.name)
             await asyncio.sleep(delay)
             self._down.discard(job.name)
-            delay = min(delay * 2, self._max_delay)

@@ -55,6 +55,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.sql.dml import Insert
 
+from app.domain.backoff import Backoff
 from app.settings import Settings
 from app.storage import schema, tail, task_rows
 from app.storage.changes import Changes, take_touched
@@ -268,15 +269,15 @@ class PostgresNotifications:
         self._retry_max = retry_max
 
     async def run(self, hub: Wakeable) -> None:
-        delay = 0.1
+        delays = Backoff(first=0.1, most=self._retry_max).pauses()
         while True:
+            delay = next(delays)
             try:
                 await self._listen(hub)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as error:
                 log.warning("live listener lost the database (%s); again in %.1fs", error, delay)
             hub.source_up(self.name, False)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self._retry_max)
 
     async def _listen(self, hub: Wakeable) -> None:
         conn = await asyncpg.connect(self._dsn, timeout=10)
