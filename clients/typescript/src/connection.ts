@@ -13,12 +13,13 @@
  * `InvalidResponse`, never retried.
  */
 
-import { type BodyText, ERROR_BODY_BYTES, isJsonMediaType, NotUtf8, readBody } from "./body.js";
+import { type BodyText, ERROR_BODY_BYTES, NotUtf8, readBody } from "./body.js";
 import {
   DeadlineExceeded,
   errorFromBody,
   EventLogError,
   InvalidResponse,
+  isJsonMediaType,
   MalformedResponse,
   Redirected,
   ResponseTooLarge,
