@@ -1,6 +1,6 @@
 /** The writer API as typed async calls: what MCP servers use to store and resume streams. */
 
-import { type ConnectionOptions, ServiceConnection } from "./connection.js";
+import { type ClientOptions, ServiceConnection } from "./connection.js";
 import {
   type AppendResult,
   type EventPage,
@@ -64,10 +64,7 @@ export interface PageOptions extends CallOptions {
 }
 
 /** Options of `EventLogClient`: how to reach the service, or a shared connection. */
-export interface EventLogClientOptions extends ConnectionOptions {
-  /** Share one connection (base URL, key, retry policy) between clients. */
-  readonly connection?: ServiceConnection;
-}
+export type EventLogClientOptions = ClientOptions;
 
 const segment = encodeURIComponent;
 

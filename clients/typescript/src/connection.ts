@@ -74,6 +74,13 @@ export interface ConnectionOptions {
   readonly fetch?: typeof fetch;
 }
 
+/** Options of a client of one of the service's APIs (`EventLogClient`, `TaskClient`): how to
+ *  reach the service, or a shared connection. */
+export interface ClientOptions extends ConnectionOptions {
+  /** Share one connection (base URL, key, retry policy) between clients. */
+  readonly connection?: ServiceConnection;
+}
+
 /** One request to send. */
 export interface ServiceRequest {
   readonly method: "GET" | "POST";

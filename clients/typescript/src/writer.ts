@@ -19,6 +19,7 @@ export {
   ChannelUnavailable,
 } from "./channel.js";
 export {
+  type ClientOptions,
   type ConnectionOptions,
   DEFAULT_RETRY,
   DEFAULT_URL,
