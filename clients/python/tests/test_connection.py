@@ -12,12 +12,12 @@ from mcp_eventlog_client import (
     EventLogError,
     NewEvent,
     RetryPolicy,
+    ServiceClient,
     ServiceUnreachable,
     Superseded,
     TaskClient,
     error_for,
 )
-from mcp_eventlog_client.connection import ServiceClient
 
 from app.settings import Settings
 from tests.support.app import started_app
