@@ -258,6 +258,18 @@ export class ServiceConnection {
   }
 }
 
+/**
+ * A client of one of the service's APIs (`EventLogClient`, `TaskClient`): its connection, made
+ * from the options, or the one given to share.
+ */
+export class ServiceClient {
+  readonly connection: ServiceConnection;
+
+  constructor(options: ClientOptions = {}) {
+    this.connection = options.connection ?? new ServiceConnection(options);
+  }
+}
+
 type Outcome =
   | { readonly kind: "answer"; readonly body: unknown }
   | { readonly kind: "invalid"; readonly error: InvalidResponse }

@@ -24,7 +24,7 @@
  */
 
 import type { CallOptions, PageOptions } from "./client.js";
-import { type ClientOptions, ServiceConnection } from "./connection.js";
+import { type ClientOptions, ServiceClient } from "./connection.js";
 import { followPath, type FollowOptions, type LiveEvent } from "./live.js";
 import type { NewEvent } from "./models.js";
 import {
@@ -93,13 +93,7 @@ function defined(fields: Record<string, unknown>): JsonObject {
 }
 
 /** A typed client for the task API (`/v1/tasks`, scope `writer`); see the module comment. */
-export class TaskClient {
-  readonly connection: ServiceConnection;
-
-  constructor(options: TaskClientOptions = {}) {
-    this.connection = options.connection ?? new ServiceConnection(options);
-  }
-
+export class TaskClient extends ServiceClient {
   private async call(
     method: "GET" | "POST",
     path: string,

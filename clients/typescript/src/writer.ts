@@ -25,6 +25,7 @@ export {
   DEFAULT_URL,
   type RetryPolicy,
   retryDelayMs,
+  ServiceClient,
   ServiceConnection,
   type ServiceRequest,
 } from "./connection.js";
