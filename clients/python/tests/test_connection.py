@@ -12,8 +12,10 @@ from mcp_eventlog_client import (
     EventLogError,
     NewEvent,
     RetryPolicy,
+    ServiceClient,
     ServiceUnreachable,
     Superseded,
+    TaskClient,
     error_for,
 )
 
@@ -109,6 +111,42 @@ async def test_key_and_url_come_from_the_environment(
     explicit = EventLogClient("http://other.test/", key="")
     assert explicit.connection.base_url == "http://other.test"
     await explicit.aclose()
+
+
+class ClosingTransport(httpx.AsyncBaseTransport):
+    """A transport that only records that it was closed."""
+
+    closed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no request is sent")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_both_clients_take_the_connection_options_and_own_what_they_build() -> None:
+    for kind in (EventLogClient, TaskClient):
+        transport = ClosingTransport()
+        client = kind("http://one.test/", key="k", transport=transport, timeout=2.5, retry=FAST)
+        assert isinstance(client, ServiceClient)
+        connection = client.connection
+        assert (connection.base_url, connection.headers) == (
+            "http://one.test",
+            {"Authorization": "Bearer k"},
+        )
+        assert (connection.timeout, connection.retry) == (2.5, FAST)
+        await client.aclose()
+        assert transport.closed, kind
+    # A given connection is shared: a TaskClient leaves it open for its owner.
+    shared = ClosingTransport()
+    log = EventLogClient("http://one.test", transport=shared)
+    tasks = TaskClient(connection=log.connection)
+    assert tasks.connection is log.connection
+    await tasks.aclose()
+    assert not shared.closed
+    await log.aclose()
+    assert shared.closed
 
 
 def test_known_codes_map_to_their_class() -> None:

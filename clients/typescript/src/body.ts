@@ -7,6 +7,8 @@
  * `Content-Encoding`), so no answer can hold more than its cap in memory.
  */
 
+import { MalformedResponse } from "./errors.js";
+
 /** The most of an error answer that is read: enough for any problem document. */
 export const ERROR_BODY_BYTES = 64 * 1024;
 
@@ -17,11 +19,14 @@ export interface BodyText {
   readonly complete: boolean;
 }
 
-/** A body that is not UTF-8. */
-export class NotUtf8 extends Error {
+/**
+ * A body that is not UTF-8: a malformed answer. The reader does not keep the answer's status,
+ * so `status` is 0 (the connection reports it with the status); the message is the detail.
+ */
+export class NotUtf8 extends MalformedResponse {
   constructor() {
-    super("the answer is not UTF-8");
-    this.name = "NotUtf8";
+    const detail = "the answer is not UTF-8";
+    super(0, MalformedResponse.code, detail, { message: detail });
   }
 }
 
@@ -67,13 +72,4 @@ function decode(decoder: Utf8Decoder, bytes: Uint8Array | undefined, stream: boo
   } catch {
     throw new NotUtf8();
   }
-}
-
-/** Whether a `Content-Type` names JSON (`application/json`, or any `+json` type). */
-export function isJsonMediaType(contentType: string | null): boolean {
-  const essence = (contentType ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
-  return (
-    essence === "application/json" ||
-    (essence.startsWith("application/") && essence.endsWith("+json"))
-  );
 }

@@ -8,7 +8,7 @@ import type { IncomingMessage } from "node:http";
 
 import type { RawData } from "ws";
 
-import { ERROR_BODY_BYTES, isJsonMediaType } from "./body.js";
+import { ERROR_BODY_BYTES } from "./body.js";
 import {
   DeadlineExceeded,
   errorFor,
@@ -16,6 +16,7 @@ import {
   EventLogError,
   HttpError,
   InvalidResponse,
+  isJsonMediaType,
   isRecord,
   MalformedResponse,
   Redirected,

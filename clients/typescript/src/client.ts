@@ -1,6 +1,6 @@
 /** The writer API as typed async calls: what MCP servers use to store and resume streams. */
 
-import { type ConnectionOptions, ServiceConnection } from "./connection.js";
+import { type ClientOptions, ServiceClient } from "./connection.js";
 import {
   type AppendResult,
   type EventPage,
@@ -64,10 +64,7 @@ export interface PageOptions extends CallOptions {
 }
 
 /** Options of `EventLogClient`: how to reach the service, or a shared connection. */
-export interface EventLogClientOptions extends ConnectionOptions {
-  /** Share one connection (base URL, key, retry policy) between clients. */
-  readonly connection?: ServiceConnection;
-}
+export type EventLogClientOptions = ClientOptions;
 
 const segment = encodeURIComponent;
 
@@ -80,13 +77,7 @@ const segment = encodeURIComponent;
  * reads. Opening a generation is never retried: a repeat would open a second one and
  * supersede the first.
  */
-export class EventLogClient {
-  readonly connection: ServiceConnection;
-
-  constructor(options: EventLogClientOptions = {}) {
-    this.connection = options.connection ?? new ServiceConnection(options);
-  }
-
+export class EventLogClient extends ServiceClient {
   /** Open a new current generation of `streamId`; the previous one is fenced. Never retried. */
   async openGeneration(streamId: string, options: OpenOptions = {}): Promise<Generation> {
     const body: Record<string, string | number> = {};

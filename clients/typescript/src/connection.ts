@@ -13,12 +13,13 @@
  * `InvalidResponse`, never retried.
  */
 
-import { type BodyText, ERROR_BODY_BYTES, isJsonMediaType, NotUtf8, readBody } from "./body.js";
+import { type BodyText, ERROR_BODY_BYTES, NotUtf8, readBody } from "./body.js";
 import {
   DeadlineExceeded,
   errorFromBody,
   EventLogError,
   InvalidResponse,
+  isJsonMediaType,
   MalformedResponse,
   Redirected,
   ResponseTooLarge,
@@ -71,6 +72,13 @@ export interface ConnectionOptions {
   readonly retry?: RetryPolicy;
   /** The `fetch` to use; default the platform's. */
   readonly fetch?: typeof fetch;
+}
+
+/** Options of a client of one of the service's APIs (`EventLogClient`, `TaskClient`): how to
+ *  reach the service, or a shared connection. */
+export interface ClientOptions extends ConnectionOptions {
+  /** Share one connection (base URL, key, retry policy) between clients. */
+  readonly connection?: ServiceConnection;
 }
 
 /** One request to send. */
@@ -247,6 +255,18 @@ export class ServiceConnection {
     const query = new URLSearchParams();
     for (const [name, value] of Object.entries(params)) query.set(name, String(value));
     return `${url}?${query.toString()}`;
+  }
+}
+
+/**
+ * A client of one of the service's APIs (`EventLogClient`, `TaskClient`): its connection, made
+ * from the options, or the one given to share.
+ */
+export class ServiceClient {
+  readonly connection: ServiceConnection;
+
+  constructor(options: ClientOptions = {}) {
+    this.connection = options.connection ?? new ServiceConnection(options);
   }
 }
 

@@ -15,6 +15,7 @@
  * - Every message is one append: all its events are stored atomically, or none is.
  */
 
+import { EventLogError } from "./error-base.js";
 import type { NewEvent, StoredEvent } from "./models.js";
 
 export const MESSAGE_EVENT = "message";
@@ -64,14 +65,17 @@ export function partOf(eventType: string | null): [number, number] | undefined {
   return match === null ? undefined : [Number(match[1]), Number(match[2])];
 }
 
-/** Stored events that are not messages of the convention; `reason` says how. */
-export class Unjoinable extends Error {
+/**
+ * Stored events that are not messages of the convention; `reason` (also its `code`) says how.
+ * `status` is 0 (no answer is at fault: what was stored is); the message is the detail alone,
+ * which is what a refusal's `detail` carries.
+ */
+export class Unjoinable extends EventLogError {
   constructor(
     readonly reason: "mid_message" | "not_a_message",
     message: string,
   ) {
-    super(message);
-    this.name = "Unjoinable";
+    super(0, reason, message, { message });
   }
 }
 

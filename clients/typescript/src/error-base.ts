@@ -7,10 +7,12 @@
  */
 
 /**
- * A request the event-log service refused, or that got no answer this client trusts.
+ * A request the event-log service refused, or that got no answer this client trusts, or work
+ * of this package that cannot go on (a task stopped, a resume refused).
  *
  * `status` is the HTTP status (0 when no response arrived), `code` the stable code, `detail`
- * the human-readable explanation.
+ * the human-readable explanation. The message is `<status> <code>: <detail>` unless the class
+ * gives its own (`options.message`).
  */
 export class EventLogError extends Error {
   /** The code this class stands for. */
@@ -20,8 +22,13 @@ export class EventLogError extends Error {
   readonly code: string;
   readonly detail: string;
 
-  constructor(status: number, code: string, detail: string, options?: { cause?: unknown }) {
-    super(`${status} ${code}: ${detail}`, options);
+  constructor(
+    status: number,
+    code: string,
+    detail: string,
+    options?: { cause?: unknown; message?: string },
+  ) {
+    super(options?.message ?? `${status} ${code}: ${detail}`, options);
     this.name = new.target.name;
     this.status = status;
     this.code = code;

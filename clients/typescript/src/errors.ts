@@ -35,7 +35,6 @@
  * a bare `ServiceRefusal`.
  */
 
-import { isJsonMediaType } from "./body.js";
 import { REFUSALS } from "./codes.js";
 import { EventLogError, type RefusalClass, ServiceRefusal } from "./error-base.js";
 
@@ -125,4 +124,13 @@ export function errorFromBody(
 /** A JSON object (not an array, not null). */
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Whether a `Content-Type` names JSON (`application/json`, or any `+json` type). */
+export function isJsonMediaType(contentType: string | null): boolean {
+  const essence = (contentType ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
+  return (
+    essence === "application/json" ||
+    (essence.startsWith("application/") && essence.endsWith("+json"))
+  );
 }

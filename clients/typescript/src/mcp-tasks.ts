@@ -38,7 +38,14 @@ import { type JsonObject, type TaskClient, toMcpTask } from "./tasks.js";
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 const CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities";
 
-/** A JSON-RPC error the SDK answers with (it keeps a thrown error's numeric `code`). */
+/**
+ * A JSON-RPC error the SDK answers with (it keeps a thrown error's numeric `code`).
+ *
+ * The one class besides `EventLogError` directly under `Error`: it is the answer a handler
+ * gives the SDK, not a failure of this client, and its `code` must stay the JSON-RPC number
+ * the SDK reads (an `EventLogError`'s `code` is a string, and the SDK answers `-32603` for a
+ * thrown error without a numeric one).
+ */
 export class TasksProtocolError extends Error {
   constructor(
     readonly code: number,

@@ -29,15 +29,17 @@ export interface Refusal {
  * and the store hands this error to the attached transport's `onerror`, so the server sees it
  * where it sees the transport's own errors.
  */
-export class ResumeRefused extends Error {
+export class ResumeRefused extends EventLogError {
+  static override readonly code = "resume_refused";
+
+  /** `status` 0, `code` `resume_refused`, `detail` the refusal's. */
   constructor(
     readonly lastEventId: string,
     readonly refusal: Refusal,
   ) {
-    super(
-      `cannot resume ${lastEventId} (${refusal.verdict}: ${refusal.reason}): ${refusal.detail}`,
-    );
-    this.name = "ResumeRefused";
+    super(0, ResumeRefused.code, refusal.detail, {
+      message: `cannot resume ${lastEventId} (${refusal.verdict}: ${refusal.reason}): ${refusal.detail}`,
+    });
   }
 }
 

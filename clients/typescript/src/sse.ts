@@ -8,6 +8,8 @@
  * end. Bytes that are not UTF-8 end it the same way.
  */
 
+import { InvalidResponse, MalformedResponse, ResponseTooLarge } from "./errors.js";
+
 /** One dispatched SSE event. `id` is absent when the frame had no `id:` line. */
 export interface SseFrame {
   readonly id?: string;
@@ -23,15 +25,19 @@ export interface SseLimits {
   readonly maxFrameBytes: number;
 }
 
-/** A live stream that is not a well-formed, bounded event stream. */
-export class MalformedStream extends Error {
+/**
+ * A live stream that is not a well-formed, bounded event stream: an answer this client will
+ * not act on, coded `response_too_large` or `malformed_response` as the live read reports it.
+ * The parser does not see the answer, so `status` is 0; the message is the detail alone.
+ */
+export class MalformedStream extends InvalidResponse {
   /** `tooLarge`: a line or a frame over its limit (else the bytes are not well-formed). */
   constructor(
     detail: string,
     readonly tooLarge = false,
   ) {
-    super(detail);
-    this.name = "MalformedStream";
+    const code = tooLarge ? ResponseTooLarge.code : MalformedResponse.code;
+    super(0, code, detail, { message: detail });
   }
 }
 

@@ -46,28 +46,46 @@ import {
 
 export const INTERNAL_ERROR = -32603;
 
-/** Throw from a task's function to settle it `failed` with this JSON-RPC error. */
-export class TaskFailed extends Error {
+/**
+ * Throw from a task's function to settle it `failed` with this JSON-RPC error: `rpcCode`,
+ * `message` (the error's own message) and `data`. As an `EventLogError` its `status` is 0 and
+ * its `code` `task_failed`, as in the Python client.
+ */
+export class TaskFailed extends EventLogError {
+  static override readonly code = "task_failed";
+
   constructor(
-    readonly code: number,
+    readonly rpcCode: number,
     message: string,
     readonly data?: unknown,
   ) {
-    super(message);
-    this.name = "TaskFailed";
+    super(0, TaskFailed.code, `${rpcCode}: ${message}`, { message });
+  }
+
+  /** The JSON-RPC error object. */
+  toError(): JsonObject {
+    const { rpcCode: code, message, data } = this;
+    return data === undefined ? { code, message } : { code, message, data };
   }
 }
 
-/** The task can no longer be written by this worker (cancelled, settled or taken over). */
-export class TaskStopped extends Error {
+/**
+ * The task can no longer be written by this worker (cancelled, settled or taken over): `status`
+ * 0, `code` `task_stopped`, `detail` the `reason`.
+ */
+export class TaskStopped extends EventLogError {
+  static override readonly code = "task_stopped";
+
   constructor(readonly reason: string) {
-    super(`the task is no longer this worker's: ${reason}`);
-    this.name = "TaskStopped";
+    super(0, TaskStopped.code, reason, {
+      message: `the task is no longer this worker's: ${reason}`,
+    });
   }
 }
 
 /** The JSON-RPC error a task whose function threw `error` is settled with. */
 export function errorOf(error: unknown): JsonObject {
+  if (error instanceof TaskFailed) return error.toError();
   if (typeof error === "object" && error !== null) {
     const { code, message, data } = error as { code?: unknown; message?: unknown; data?: unknown };
     if (typeof code === "number" && Number.isInteger(code) && typeof message === "string") {

@@ -24,7 +24,7 @@
  */
 
 import type { CallOptions, PageOptions } from "./client.js";
-import { type ConnectionOptions, ServiceConnection } from "./connection.js";
+import { type ClientOptions, ServiceClient } from "./connection.js";
 import { followPath, type FollowOptions, type LiveEvent } from "./live.js";
 import type { NewEvent } from "./models.js";
 import {
@@ -84,9 +84,7 @@ export interface StatusOptions extends CallOptions {
 export interface TaskEventsOptions extends RequesterOptions, PageOptions {}
 
 /** Options of `TaskClient`: how to reach the service, or a shared connection. */
-export interface TaskClientOptions extends ConnectionOptions {
-  readonly connection?: ServiceConnection;
-}
+export type TaskClientOptions = ClientOptions;
 
 const segment = encodeURIComponent;
 
@@ -95,13 +93,7 @@ function defined(fields: Record<string, unknown>): JsonObject {
 }
 
 /** A typed client for the task API (`/v1/tasks`, scope `writer`); see the module comment. */
-export class TaskClient {
-  readonly connection: ServiceConnection;
-
-  constructor(options: TaskClientOptions = {}) {
-    this.connection = options.connection ?? new ServiceConnection(options);
-  }
-
+export class TaskClient extends ServiceClient {
   private async call(
     method: "GET" | "POST",
     path: string,

@@ -19,11 +19,13 @@ export {
   ChannelUnavailable,
 } from "./channel.js";
 export {
+  type ClientOptions,
   type ConnectionOptions,
   DEFAULT_RETRY,
   DEFAULT_URL,
   type RetryPolicy,
   retryDelayMs,
+  ServiceClient,
   ServiceConnection,
   type ServiceRequest,
 } from "./connection.js";

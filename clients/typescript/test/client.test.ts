@@ -14,9 +14,11 @@ import {
   Forbidden,
   SeqConflict,
   SeqGap,
+  ServiceClient,
   ServiceRefusal,
   ServiceUnreachable,
   Superseded,
+  TaskClient,
   TerminalGeneration,
   Unauthorized,
   UnknownGeneration,
@@ -275,6 +277,17 @@ describe("one error class per problem code", () => {
         else process.env[name] = value;
       }
     }
+  });
+
+  it("both clients are ServiceClients: a connection of their own from the options, or a shared one", () => {
+    const log = new EventLogClient({ baseUrl: "http://one.test/", key: "k", timeoutMs: 2500 });
+    const tasks = new TaskClient({ baseUrl: "http://one.test/", key: "k", timeoutMs: 2500 });
+    for (const client of [log, tasks]) {
+      assert.ok(client instanceof ServiceClient);
+      assert.equal(client.connection.baseUrl, "http://one.test");
+    }
+    assert.notEqual(tasks.connection, log.connection);
+    assert.equal(new TaskClient({ connection: log.connection }).connection, log.connection);
   });
 
   it("an unknown code maps to a bare ServiceRefusal, and a non-problem answer keeps its status", async () => {

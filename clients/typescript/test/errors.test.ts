@@ -21,16 +21,26 @@ import {
   FencedError,
   GoneError,
   InvalidRequestError,
+  InvalidResponse,
+  MalformedResponse,
   NotFoundError,
   refusalClasses,
+  ResumeRefused,
   RetryLaterError,
   ServiceFaultError,
   ServiceRefusal,
   ServiceUnreachable,
+  TaskFailed,
+  TasksProtocolError,
+  TaskStopped,
   TooLargeError,
+  Unjoinable,
 } from "../src/index.js";
 import * as entry from "../src/index.js";
+import { NotUtf8 } from "../src/body.js";
 import { GROUPS } from "../src/errors.js";
+import { errorOf } from "../src/task-runner.js";
+import { MalformedStream } from "../src/sse.js";
 import { REPO } from "./support/service.js";
 
 const TABLE = JSON.parse(
@@ -107,5 +117,87 @@ describe("the problem-code table", () => {
     }
     assert.ok(new ChannelUnavailable(0, "channel_unavailable", "") instanceof ServiceUnreachable);
     assert.ok(new DeadlineExceeded(0, "timeout", "") instanceof EventLogError);
+  });
+});
+
+describe("the package's own errors", () => {
+  it("are EventLogErrors with their code, status 0, their name and message", () => {
+    const refusal = { verdict: "reset", reason: "not_stored", detail: "lost" } as const;
+    const cases: [EventLogError, string, string, string][] = [
+      [
+        new Unjoinable("mid_message", "part 2/3 first"),
+        "mid_message",
+        "Unjoinable",
+        "part 2/3 first",
+      ],
+      [new Unjoinable("not_a_message", "not JSON"), "not_a_message", "Unjoinable", "not JSON"],
+      [
+        new ResumeRefused("tok:3", refusal),
+        "resume_refused",
+        "ResumeRefused",
+        "cannot resume tok:3 (reset: not_stored): lost",
+      ],
+      [new TaskFailed(-32602, "bad arguments"), "task_failed", "TaskFailed", "bad arguments"],
+      [
+        new TaskStopped("superseded"),
+        "task_stopped",
+        "TaskStopped",
+        "the task is no longer this worker's: superseded",
+      ],
+    ];
+    for (const [error, code, name, message] of cases) {
+      assert.ok(error instanceof EventLogError, name);
+      assert.deepEqual(
+        [error.status, error.code, error.name, error.message],
+        [0, code, name, message],
+      );
+    }
+    assert.equal(new ResumeRefused("tok:3", refusal).detail, "lost");
+    assert.equal(new ResumeRefused("tok:3", refusal).refusal, refusal);
+    assert.equal(new TaskStopped("terminal").reason, "terminal");
+    assert.equal(new Unjoinable("mid_message", "x").reason, "mid_message");
+  });
+
+  it("keep a TaskFailed's JSON-RPC error as rpcCode, message and data", () => {
+    const failed = new TaskFailed(-32602, "bad arguments", { field: "x" });
+    assert.deepEqual([failed.rpcCode, failed.detail], [-32602, "-32602: bad arguments"]);
+    const error = { code: -32602, message: "bad arguments", data: { field: "x" } };
+    assert.deepEqual(failed.toError(), error);
+    assert.deepEqual(errorOf(failed), error);
+    assert.deepEqual(errorOf(new TaskFailed(-32000, "declined")), {
+      code: -32000,
+      message: "declined",
+    });
+  });
+
+  it("a broken stream or body is an answer this client will not act on", () => {
+    const broken = new MalformedStream("a live frame is not UTF-8");
+    const long = new MalformedStream("a live stream line is over 64 bytes", true);
+    const notUtf8 = new NotUtf8();
+    for (const error of [broken, long, notUtf8]) assert.ok(error instanceof InvalidResponse);
+    assert.ok(notUtf8 instanceof MalformedResponse);
+    assert.deepEqual(
+      [broken.code, broken.name, broken.message, broken.tooLarge],
+      ["malformed_response", "MalformedStream", "a live frame is not UTF-8", false],
+    );
+    assert.deepEqual([long.code, long.tooLarge], ["response_too_large", true]);
+    assert.deepEqual(
+      [notUtf8.code, notUtf8.name, notUtf8.message],
+      ["malformed_response", "NotUtf8", "the answer is not UTF-8"],
+    );
+  });
+
+  it("only EventLogError and TasksProtocolError sit directly under Error", () => {
+    // TasksProtocolError is what a handler throws to the SDK: its code is a JSON-RPC number.
+    const classes = Object.values(entry as Record<string, unknown>).filter(
+      (value): value is abstract new (...args: never[]) => Error =>
+        typeof value === "function" && value.prototype instanceof Error,
+    );
+    const underError = classes.filter((cls) => Object.getPrototypeOf(cls) === Error);
+    assert.deepEqual(underError.map((cls) => cls.name).sort(), [
+      "EventLogError",
+      "TasksProtocolError",
+    ]);
+    assert.equal(new TasksProtocolError(-32021, "missing").code, -32021);
   });
 });

@@ -13,7 +13,12 @@ async with EventLogClient("http://127.0.0.1:8080") as log:
 """
 
 from mcp_eventlog_client.channel import AppendChannel, ChannelUnavailable
-from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection, default_transport
+from mcp_eventlog_client.connection import (
+    RetryPolicy,
+    ServiceClient,
+    ServiceConnection,
+    default_transport,
+)
 from mcp_eventlog_client.errors import (
     Abandoned,
     AccessDeniedError,
@@ -162,6 +167,7 @@ __all__ = [
     "SchemaNotCurrent",
     "SeqConflict",
     "SeqGap",
+    "ServiceClient",
     "ServiceConnection",
     "ServiceFaultError",
     "ServiceRefusal",

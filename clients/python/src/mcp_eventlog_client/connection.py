@@ -33,6 +33,7 @@ from mcp_eventlog_client.answers import (
     expect_media_type,
     read_capped,
 )
+from mcp_eventlog_client.closing import AsyncClosing
 from mcp_eventlog_client.errors import DeadlineExceeded, EventLogError, ServiceUnreachable
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -285,6 +286,37 @@ class ServiceConnection:
         """Close the transport (not an `http` client given to it: that one is yours)."""
         if self._transport is not None:
             await self._transport.aclose()
+
+
+class ServiceClient(AsyncClosing):
+    """A client of one API of the service, over a `ServiceConnection`: `EventLogClient`'s and
+    `TaskClient`'s base, so both take the same connection options.
+
+    Pass `connection` to share one with another client (then `aclose` here does not close
+    it), or the arguments of `ServiceConnection` (`base_url`, `key`, `http`, `transport`,
+    `timeout`, `retry`) for a connection of its own.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        key: str | None = None,
+        *,
+        http: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        connection: ServiceConnection | None = None,
+    ) -> None:
+        self._owns_connection = connection is None
+        self.connection = connection or ServiceConnection(
+            base_url, key, http=http, transport=transport, timeout=timeout, retry=retry
+        )
+
+    async def aclose(self) -> None:
+        """Release the connection pool (unless the connection was given)."""
+        if self._owns_connection:
+            await self.connection.aclose()
 
 
 def _encode(document: Any) -> bytes:

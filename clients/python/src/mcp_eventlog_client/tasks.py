@@ -30,10 +30,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import httpx
-
-from mcp_eventlog_client.closing import AsyncClosing
-from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
+from mcp_eventlog_client.connection import RetryPolicy, ServiceClient, ServiceConnection
 from mcp_eventlog_client.live import Follower, LiveItem
 from mcp_eventlog_client.models import NewEvent, read_answer
 from mcp_eventlog_client.task_records import (
@@ -90,34 +87,13 @@ def _body(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-class TaskClient(AsyncClosing):
+class TaskClient(ServiceClient):
     """A typed async client for the task API (`/v1/tasks`, scope `writer`).
 
     Pass `connection` to share one with an `EventLogClient` (`TaskClient(connection=
     log.connection)`; then `aclose` here does not close it), or the same arguments as
     `EventLogClient` (`base_url`, `key`, `http`, `transport`, `timeout`, `retry`).
     """
-
-    def __init__(
-        self,
-        base_url: str | None = None,
-        key: str | None = None,
-        *,
-        http: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: float = 10.0,
-        retry: RetryPolicy | None = None,
-        connection: ServiceConnection | None = None,
-    ) -> None:
-        self._owned = connection is None
-        self.connection = connection or ServiceConnection(
-            base_url, key, http=http, transport=transport, timeout=timeout, retry=retry
-        )
-
-    async def aclose(self) -> None:
-        """Release the connection pool (unless the connection was given)."""
-        if self._owned:
-            await self.connection.aclose()
 
     async def _call(
         self,

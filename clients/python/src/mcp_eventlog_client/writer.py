@@ -16,8 +16,7 @@ from mcp_eventlog_client.channel import (
     AppendChannel,
     ChannelUnavailable,
 )
-from mcp_eventlog_client.closing import AsyncClosing
-from mcp_eventlog_client.connection import RetryPolicy, ServiceConnection
+from mcp_eventlog_client.connection import RetryPolicy, ServiceClient, ServiceConnection
 from mcp_eventlog_client.errors import EventLogError
 from mcp_eventlog_client.live import Follower, LiveItem
 from mcp_eventlog_client.models import (
@@ -57,7 +56,7 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-class EventLogClient(AsyncClosing):
+class EventLogClient(ServiceClient):
     """A typed async client for the writer API (`/v1`).
 
     Refusals raise the `EventLogError` subclass of their problem code (see
@@ -88,8 +87,14 @@ class EventLogClient(AsyncClosing):
         connection: ServiceConnection | None = None,
         append_transport: AppendTransport | None = None,
     ) -> None:
-        self.connection = connection or ServiceConnection(
-            base_url, key, http=http, transport=transport, timeout=timeout, retry=retry
+        super().__init__(
+            base_url,
+            key,
+            http=http,
+            transport=transport,
+            timeout=timeout,
+            retry=retry,
+            connection=connection,
         )
         self.append_transport = choose_append_transport(append_transport, "rest")
         self.channel = (
@@ -101,7 +106,7 @@ class EventLogClient(AsyncClosing):
         `frame_too_large`, `no_asyncio`, `closed`)."""
 
     async def aclose(self) -> None:
-        """Release the connection pool (and the append channel)."""
+        """Release the connection pool, a given connection's too (and the append channel)."""
         if self.channel is not None:
             await self.channel.aclose()
         await self.connection.aclose()
