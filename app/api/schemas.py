@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from mcp_eventlog_client import models as client
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
 
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import MAX_SEQ, format_event_id
@@ -141,6 +144,28 @@ class RecordView(BaseModel):
     model_config = ConfigDict(from_attributes=True, validate_by_name=True)
 
 
+def client_record_model(record: type[Any], /, **changes: type[Any] | FieldInfo) -> type[BaseModel]:
+    """A model of the fields of `record`, a dataclass of the Python client (the package of
+    the service's own version it depends on): one field list for both ends of the contract,
+    in the client's order, with its types and defaults. `changes` gives a field the
+    service's own type (a class) or its default and description (a `Field(...)`).
+
+    Subclass it to name the response model and give it its docstring (the OpenAPI
+    document's title and description). mypy cannot follow a base class built at import,
+    so to mypy the subclass's fields are untyped.
+    """
+    hints = get_type_hints(record)
+    definitions: dict[str, Any] = {}
+    for field in dataclasses.fields(record):
+        change = changes.pop(field.name, None)
+        kind = change if isinstance(change, type) else hints[field.name]
+        default = ... if field.default is dataclasses.MISSING else field.default
+        definitions[field.name] = (kind, change if isinstance(change, FieldInfo) else default)
+    if changes:
+        raise TypeError(f"{record.__name__} has no field {', '.join(changes)}")
+    return create_model(record.__name__, **definitions)
+
+
 class Generation(RecordView):
     """A generation of a stream: its place (epoch), its events' range and its state."""
 
@@ -188,15 +213,8 @@ def event_ids(result: AppendResult) -> list[str]:
     ]
 
 
-class AppendResponse(BaseModel):
+class AppendResponse(client_record_model(client.AppendResult)):  # type: ignore[misc]
     """The ids of the appended (or recognised duplicate) events and the generation's range."""
-
-    generation: str
-    event_ids: list[str]
-    head_seq: int
-    tail_seq: int
-    terminal: bool
-    duplicate: bool
 
     @classmethod
     def of(cls, result: AppendResult) -> AppendResponse:
@@ -212,14 +230,8 @@ class AppendResponse(BaseModel):
         )
 
 
-class EventOut(BaseModel):
+class EventOut(client_record_model(client.StoredEvent)):  # type: ignore[misc]
     """One stored event."""
-
-    id: str
-    seq: int
-    event: str | None
-    data: str
-    terminal: bool
 
     @classmethod
     def page_of(cls, gen: GenerationRecord, page: EventPage | None) -> list[EventOut]:

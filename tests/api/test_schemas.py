@@ -7,12 +7,18 @@ no control or bidi character; event data is free text."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import httpx
 import pytest
+from mcp_eventlog_client import models as client
+from mcp_eventlog_client.task_records import Task, TaskAppend
+from pydantic import BaseModel
 
+from app.api.routes.task_schemas import TaskAppendResponse, TaskOut
+from app.api.schemas import AppendResponse, EventOut, client_record_model
 from tests.support.strict_bodies import APPEND, LAX, OPEN, post_raw, problem_code, state
 
 
@@ -52,3 +58,22 @@ async def test_data_is_free_text(client: httpx.AsyncClient, token: str) -> None:
     assert answer.status_code == 201, answer.text
     page = (await client.get(f"/v1/generations/{token}/events")).json()
     assert page["events"][-1]["data"] == data
+
+
+def test_the_answers_the_client_reads_are_its_records_field_lists() -> None:
+    """The task, append and event answers are built from the client's records: the two ends
+    of the contract have one field list, in one order."""
+    pairs: list[tuple[type[BaseModel], type[Any]]] = [
+        (TaskOut, Task),
+        (TaskAppendResponse, TaskAppend),
+        (AppendResponse, client.AppendResult),
+        (EventOut, client.StoredEvent),
+    ]
+    for model, record in pairs:
+        assert list(model.model_fields) == [field.name for field in dataclasses.fields(record)]
+
+
+def test_a_change_to_a_field_the_client_record_lacks_is_refused() -> None:
+    """A field the client renamed or dropped cannot keep a stale description or type."""
+    with pytest.raises(TypeError, match="StoredEvent has no field seqs"):
+        client_record_model(client.StoredEvent, seqs=int)
