@@ -180,16 +180,11 @@ class AdminTask(TaskOut):
 
     @classmethod
     def of_record(cls, task: TaskRecord) -> AdminTask:
-        """The operator's view of a stored task."""
-        return cls(
-            **TaskOut.of(task).model_dump(),
-            tenant=task.tenant,
-            principal=task.principal,
-            request=task.request,
-            expires_at=task.expires_at,
-            lease_seconds=task.lease_seconds,
-            settled_at=task.settled_at,
-        )
+        """The operator's view of a stored task: the task as its requester sees it, and the
+        operator's own fields read from the record by their names."""
+        shown = TaskOut.of(task).model_dump()
+        stored = {name: getattr(task, name) for name in cls.model_fields if name not in shown}
+        return cls(**shown, **stored)
 
 
 class TaskList(BaseModel):
