@@ -144,11 +144,12 @@ class RecordView(BaseModel):
     model_config = ConfigDict(from_attributes=True, validate_by_name=True)
 
 
-def client_record_model(record: type[Any], /, **changes: type[Any] | FieldInfo) -> type[BaseModel]:
+def client_record_model(record: type[Any], /, **changes: Any) -> type[BaseModel]:
     """A model of the fields of `record`, a dataclass of the Python client (the package of
     the service's own version it depends on): one field list for both ends of the contract,
     in the client's order, with its types and defaults. `changes` gives a field the
-    service's own type (a class) or its default and description (a `Field(...)`).
+    service's own type (a type, such as its enum or its own model) or its own default and
+    description (a `Field(...)`, with the client's type).
 
     Subclass it to name the response model and give it its docstring (the OpenAPI
     document's title and description). mypy cannot follow a base class built at import,
@@ -157,10 +158,12 @@ def client_record_model(record: type[Any], /, **changes: type[Any] | FieldInfo) 
     hints = get_type_hints(record)
     definitions: dict[str, Any] = {}
     for field in dataclasses.fields(record):
-        change = changes.pop(field.name, None)
-        kind = change if isinstance(change, type) else hints[field.name]
+        kind = hints[field.name]
         default = ... if field.default is dataclasses.MISSING else field.default
-        definitions[field.name] = (kind, change if isinstance(change, FieldInfo) else default)
+        if field.name in changes:
+            change = changes.pop(field.name)
+            kind, default = (kind, change) if isinstance(change, FieldInfo) else (change, default)
+        definitions[field.name] = (kind, default)
     if changes:
         raise TypeError(f"{record.__name__} has no field {', '.join(changes)}")
     return create_model(record.__name__, **definitions)
@@ -250,21 +253,12 @@ class EventOut(client_record_model(client.StoredEvent)):  # type: ignore[misc]
         ]
 
 
-class ResumeResponse(BaseModel):
+class ResumeResponse(
+    client_record_model(  # type: ignore[misc]
+        client.ResumeAnswer, verdict=Verdict, reason=Reason, events=list[EventOut]
+    )
+):
     """The verdict on a resume claim and, where it delivers any, events to send."""
-
-    verdict: Verdict
-    reason: Reason
-    detail: str
-    stream_id: str | None
-    last_event_id: str
-    generation: str | None
-    discard_client_state: bool
-    events: list[EventOut]
-    next_after: int | None
-    terminal: bool
-    head_seq: int | None
-    tail_seq: int | None
 
     @classmethod
     def of(cls, reading: Reading, last_event_id: str) -> ResumeResponse:
@@ -286,16 +280,15 @@ class ResumeResponse(BaseModel):
         )
 
 
-class PageResponse(BaseModel):
+class PageResponse(
+    client_record_model(  # type: ignore[misc]
+        client.EventPage,
+        events=list[EventOut],
+        superseded=Field(description="A newer generation fenced this one: no more events."),
+    )
+):
     """A page of a generation's events; `next_after` is set while more remain."""
 
-    generation: str
-    events: list[EventOut]
-    next_after: int | None
-    head_seq: int
-    tail_seq: int
-    terminal: bool
-    superseded: bool = Field(description="A newer generation fenced this one: no more events.")
     abandoned: bool = Field(
         description="The writer's lease ran out: no more events (recorded by the sweep)."
     )

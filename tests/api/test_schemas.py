@@ -18,7 +18,13 @@ from mcp_eventlog_client.task_records import Task, TaskAppend
 from pydantic import BaseModel
 
 from app.api.routes.task_schemas import TaskAppendResponse, TaskOut
-from app.api.schemas import AppendResponse, EventOut, client_record_model
+from app.api.schemas import (
+    AppendResponse,
+    EventOut,
+    PageResponse,
+    ResumeResponse,
+    client_record_model,
+)
 from tests.support.strict_bodies import APPEND, LAX, OPEN, post_raw, problem_code, state
 
 
@@ -61,16 +67,19 @@ async def test_data_is_free_text(client: httpx.AsyncClient, token: str) -> None:
 
 
 def test_the_answers_the_client_reads_are_its_records_field_lists() -> None:
-    """The task, append and event answers are built from the client's records: the two ends
-    of the contract have one field list, in one order."""
+    """The task, append, event, resume and page answers are built from the client's records:
+    the two ends of the contract have one field list, in one order."""
     pairs: list[tuple[type[BaseModel], type[Any]]] = [
         (TaskOut, Task),
         (TaskAppendResponse, TaskAppend),
         (AppendResponse, client.AppendResult),
         (EventOut, client.StoredEvent),
+        (ResumeResponse, client.ResumeAnswer),
     ]
     for model, record in pairs:
         assert list(model.model_fields) == [field.name for field in dataclasses.fields(record)]
+    page = [field.name for field in dataclasses.fields(client.EventPage)]
+    assert list(PageResponse.model_fields) == [*page, "abandoned"]
 
 
 def test_a_change_to_a_field_the_client_record_lacks_is_refused() -> None:
