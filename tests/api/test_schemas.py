@@ -3,7 +3,8 @@
 Each case sends a value that lax parsing would coerce ("47" → 47, 1.0 → 1, 1 → true) and
 checks it is refused with 422 and that nothing was stored: if a request model lost
 `strict=True` (or `extra="forbid"`), one of these fails. Labels shown to operators take
-no control or bidi character; event data is free text."""
+no control or bidi character; event data is free text. The answers the Python client reads
+are built from its records' field lists (`client_record_model`)."""
 
 from __future__ import annotations
 
