@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from mcp_eventlog_client import models as client
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
 
 from app.domain.decision import Reason, Verdict
 from app.domain.ids import MAX_SEQ, format_event_id
@@ -141,6 +144,31 @@ class RecordView(BaseModel):
     model_config = ConfigDict(from_attributes=True, validate_by_name=True)
 
 
+def client_record_model(record: type[Any], /, **changes: Any) -> type[BaseModel]:
+    """A model of the fields of `record`, a dataclass of the Python client (the package of
+    the service's own version it depends on): one field list for both ends of the contract,
+    in the client's order, with its types and defaults. `changes` gives a field the
+    service's own type (a type, such as its enum or its own model) or its own default and
+    description (a `Field(...)`, with the client's type).
+
+    Subclass it to name the response model and give it its docstring (the OpenAPI
+    document's title and description). mypy cannot follow a base class built at import,
+    so to mypy the subclass's fields are untyped.
+    """
+    hints = get_type_hints(record)
+    definitions: dict[str, Any] = {}
+    for field in dataclasses.fields(record):
+        kind = hints[field.name]
+        default = ... if field.default is dataclasses.MISSING else field.default
+        if field.name in changes:
+            change = changes.pop(field.name)
+            kind, default = (kind, change) if isinstance(change, FieldInfo) else (change, default)
+        definitions[field.name] = (kind, default)
+    if changes:
+        raise TypeError(f"{record.__name__} has no field {', '.join(changes)}")
+    return create_model(record.__name__, **definitions)
+
+
 class Generation(RecordView):
     """A generation of a stream: its place (epoch), its events' range and its state."""
 
@@ -188,15 +216,8 @@ def event_ids(result: AppendResult) -> list[str]:
     ]
 
 
-class AppendResponse(BaseModel):
+class AppendResponse(client_record_model(client.AppendResult)):  # type: ignore[misc]
     """The ids of the appended (or recognised duplicate) events and the generation's range."""
-
-    generation: str
-    event_ids: list[str]
-    head_seq: int
-    tail_seq: int
-    terminal: bool
-    duplicate: bool
 
     @classmethod
     def of(cls, result: AppendResult) -> AppendResponse:
@@ -212,14 +233,8 @@ class AppendResponse(BaseModel):
         )
 
 
-class EventOut(BaseModel):
+class EventOut(client_record_model(client.StoredEvent)):  # type: ignore[misc]
     """One stored event."""
-
-    id: str
-    seq: int
-    event: str | None
-    data: str
-    terminal: bool
 
     @classmethod
     def page_of(cls, gen: GenerationRecord, page: EventPage | None) -> list[EventOut]:
@@ -238,21 +253,12 @@ class EventOut(BaseModel):
         ]
 
 
-class ResumeResponse(BaseModel):
+class ResumeResponse(
+    client_record_model(  # type: ignore[misc]
+        client.ResumeAnswer, verdict=Verdict, reason=Reason, events=list[EventOut]
+    )
+):
     """The verdict on a resume claim and, where it delivers any, events to send."""
-
-    verdict: Verdict
-    reason: Reason
-    detail: str
-    stream_id: str | None
-    last_event_id: str
-    generation: str | None
-    discard_client_state: bool
-    events: list[EventOut]
-    next_after: int | None
-    terminal: bool
-    head_seq: int | None
-    tail_seq: int | None
 
     @classmethod
     def of(cls, reading: Reading, last_event_id: str) -> ResumeResponse:
@@ -274,16 +280,15 @@ class ResumeResponse(BaseModel):
         )
 
 
-class PageResponse(BaseModel):
+class PageResponse(
+    client_record_model(  # type: ignore[misc]
+        client.EventPage,
+        events=list[EventOut],
+        superseded=Field(description="A newer generation fenced this one: no more events."),
+    )
+):
     """A page of a generation's events; `next_after` is set while more remain."""
 
-    generation: str
-    events: list[EventOut]
-    next_after: int | None
-    head_seq: int
-    tail_seq: int
-    terminal: bool
-    superseded: bool = Field(description="A newer generation fenced this one: no more events.")
     abandoned: bool = Field(
         description="The writer's lease ran out: no more events (recorded by the sweep)."
     )

@@ -3,16 +3,29 @@
 Each case sends a value that lax parsing would coerce ("47" → 47, 1.0 → 1, 1 → true) and
 checks it is refused with 422 and that nothing was stored: if a request model lost
 `strict=True` (or `extra="forbid"`), one of these fails. Labels shown to operators take
-no control or bidi character; event data is free text."""
+no control or bidi character; event data is free text. The answers the Python client reads
+are built from its records' field lists (`client_record_model`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import httpx
 import pytest
+from mcp_eventlog_client import models as client
+from mcp_eventlog_client.task_records import Task, TaskAppend
+from pydantic import BaseModel
 
+from app.api.routes.task_schemas import TaskAppendResponse, TaskOut
+from app.api.schemas import (
+    AppendResponse,
+    EventOut,
+    PageResponse,
+    ResumeResponse,
+    client_record_model,
+)
 from tests.support.strict_bodies import APPEND, LAX, OPEN, assert_refused, problem_code, state
 
 
@@ -49,3 +62,25 @@ async def test_data_is_free_text(client: httpx.AsyncClient, token: str) -> None:
     assert answer.status_code == 201, answer.text
     page = (await client.get(f"/v1/generations/{token}/events")).json()
     assert page["events"][-1]["data"] == data
+
+
+def test_the_answers_the_client_reads_are_its_records_field_lists() -> None:
+    """The task, append, event, resume and page answers are built from the client's records:
+    the two ends of the contract have one field list, in one order."""
+    pairs: list[tuple[type[BaseModel], type[Any]]] = [
+        (TaskOut, Task),
+        (TaskAppendResponse, TaskAppend),
+        (AppendResponse, client.AppendResult),
+        (EventOut, client.StoredEvent),
+        (ResumeResponse, client.ResumeAnswer),
+    ]
+    for model, record in pairs:
+        assert list(model.model_fields) == [field.name for field in dataclasses.fields(record)]
+    page = [field.name for field in dataclasses.fields(client.EventPage)]
+    assert list(PageResponse.model_fields) == [*page, "abandoned"]
+
+
+def test_a_change_to_a_field_the_client_record_lacks_is_refused() -> None:
+    """A field the client renamed or dropped cannot keep a stale description or type."""
+    with pytest.raises(TypeError, match="StoredEvent has no field seqs"):
+        client_record_model(client.StoredEvent, seqs=int)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
@@ -246,14 +246,20 @@ async def waited_page(
             await listener
 
 
-def paged_answer(
-    model: BaseModel, admission: Admission, give_place: Callable[[], None]
+async def served_page(
+    admission: Admission,
+    read: Callable[[], Awaitable[tuple[GenerationRecord, EventPage]]],
+    answer: Callable[[GenerationRecord, EventPage], BaseModel],
 ) -> Response:
-    """A page's JSON answer, held in the process's budget of bytes in flight (503
-    `too_many_pages` past it) and in its place among the pages served at once until the
-    last byte is sent, in chunks: a client that does not read holds one answer, counted."""
+    """A page read by `read` (at once or as a long-poll) and sent as the JSON of
+    `answer(gen, page)`: in a place among the pages served at once (503 `too_many_pages`
+    when none is free) and in the process's budget of bytes in flight (503 past it), both
+    held until the last byte is sent, in chunks: a client that does not read holds one
+    answer, counted."""
+    give_place = admission.page_place()
     try:
-        response = ChunkedJSON(model.model_dump(mode="json"))
+        gen, page = await read()
+        response = ChunkedJSON(answer(gen, page).model_dump(mode="json"))
         give_bytes = admission.page_bytes(len(response.body))
     except BaseException:
         give_place()

@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
+from mcp_eventlog_client.task_records import Task, TaskAppend
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app.api.schemas import EventIn, PageResponse, Producer, event_ids, plain_text
+from app.api.schemas import (
+    EventIn,
+    PageResponse,
+    Producer,
+    client_record_model,
+    event_ids,
+    plain_text,
+)
 from app.domain.ids import MAX_SEQ
 from app.domain.tasks import TaskStatus
 from app.storage.records import AppendResult, EventPage, GenerationRecord
@@ -89,25 +97,15 @@ class CancelRequest(_Request):
     principal: Principal | None = None
 
 
-class TaskOut(BaseModel):
+class TaskOut(
+    client_record_model(  # type: ignore[misc]
+        Task,
+        status=TaskStatus,
+        generation=Field(description="The current attempt's generation of `task:<task_id>`."),
+    )
+):
     """A task. `result` is there when completed, `error` when failed, `input_requests`
     (and the `input_responses` given so far) when input_required."""
-
-    task_id: str
-    status: TaskStatus
-    status_message: str | None
-    created_at: datetime
-    last_updated_at: datetime
-    ttl_ms: int
-    poll_interval_ms: int
-    attempt: int
-    generation: str = Field(description="The current attempt's generation of `task:<task_id>`.")
-    lease_expires_at: datetime | None
-    cancel_requested: bool
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    input_requests: dict[str, Any] | None = None
-    input_responses: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, task: TaskRecord) -> TaskOut:
@@ -153,16 +151,8 @@ class TaskEventsPage(PageResponse):
         return cls(**base.model_dump(), task_id=task.task_id, attempt=gen.epoch)
 
 
-class TaskAppendResponse(BaseModel):
+class TaskAppendResponse(client_record_model(TaskAppend)):  # type: ignore[misc]
     """The ids of the appended events, and the worker's lease after the append."""
-
-    task_id: str
-    attempt: int
-    generation: str
-    event_ids: list[str]
-    tail_seq: int
-    duplicate: bool
-    lease_expires_at: datetime | None
 
     @classmethod
     def of(cls, task: TaskRecord, result: AppendResult) -> TaskAppendResponse:
@@ -190,16 +180,11 @@ class AdminTask(TaskOut):
 
     @classmethod
     def of_record(cls, task: TaskRecord) -> AdminTask:
-        """The operator's view of a stored task."""
-        return cls(
-            **TaskOut.of(task).model_dump(),
-            tenant=task.tenant,
-            principal=task.principal,
-            request=task.request,
-            expires_at=task.expires_at,
-            lease_seconds=task.lease_seconds,
-            settled_at=task.settled_at,
-        )
+        """The operator's view of a stored task: the task as its requester sees it, and the
+        operator's own fields read from the record by their names."""
+        shown = TaskOut.of(task).model_dump()
+        stored = {name: getattr(task, name) for name in cls.model_fields if name not in shown}
+        return cls(**shown, **stored)
 
 
 class TaskList(BaseModel):

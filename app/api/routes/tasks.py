@@ -7,6 +7,7 @@ moves the status, renews its lease, appends progress events and takes over (fenc
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
@@ -23,7 +24,7 @@ from app.api.deps import (
 )
 from app.api.problems import problem_responses
 from app.api.routes.appends import append_responses, appended_status, event_bodies
-from app.api.routes.live import Claim, claimed_id, followed, page_or_wait, paged_answer
+from app.api.routes.live import Claim, claimed_id, followed, page_or_wait, served_page
 from app.api.routes.params import After, PageSize, Wait
 from app.api.routes.task_schemas import (
     AttemptRequest,
@@ -41,6 +42,7 @@ from app.api.routes.task_schemas import (
 from app.domain.ids import TOKEN_PATTERN
 from app.domain.tasks import task_stream_id
 from app.service.tasks import TaskService
+from app.storage.records import EventPage, GenerationRecord
 
 router = APIRouter(prefix="/v1", tags=["tasks"], responses=problem_responses(401, 403))
 
@@ -209,16 +211,14 @@ async def page_events(
     wait = page_wait(wait, settings)
     tenant = caller.tenant
     task, token = await tasks.events_of(tenant, task_id, principal)
-    give_place = admission.page_place()
-    try:
+
+    async def read() -> tuple[GenerationRecord, EventPage]:
         async with tasks.gone_as_evicted(tenant, token):
-            gen, page = await page_or_wait(
+            return await page_or_wait(
                 request, service, live, tenant, token, after=after, limit=size, wait=wait
             )
-    except BaseException:
-        give_place()
-        raise
-    return paged_answer(TaskEventsPage.of_task(task, gen, page), admission, give_place)
+
+    return await served_page(admission, read, functools.partial(TaskEventsPage.of_task, task))
 
 
 @router.get(

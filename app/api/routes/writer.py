@@ -16,7 +16,7 @@ from app.api.deps import (
 )
 from app.api.problems import problem_responses
 from app.api.routes.appends import append_responses, appended_status, event_bodies
-from app.api.routes.live import page_or_wait, paged_answer
+from app.api.routes.live import page_or_wait, served_page
 from app.api.routes.params import After, PageSize, StreamId, Token, Wait
 from app.api.schemas import (
     AppendRequest,
@@ -31,6 +31,7 @@ from app.api.schemas import (
 )
 from app.service.eventlog import EventLogService
 from app.settings import Settings
+from app.storage.records import EventPage, GenerationRecord
 
 # Every writer route answers 401 without a valid key and 403 without the writer scope
 # (once keys are configured), so every one documents both.
@@ -156,15 +157,13 @@ async def page_events(
     """
     size = page_limit(limit, settings)
     wait = page_wait(wait, settings)
-    give_place = admission.page_place()
-    try:
-        gen, page = await page_or_wait(
+
+    async def read() -> tuple[GenerationRecord, EventPage]:
+        return await page_or_wait(
             request, service, live, principal.tenant, generation, after=after, limit=size, wait=wait
         )
-    except BaseException:
-        give_place()
-        raise
-    return paged_answer(PageResponse.of(gen, page), admission, give_place)
+
+    return await served_page(admission, read, PageResponse.of)
 
 
 @router.get("/streams/{stream_id}", responses=problem_responses(404, 422))

@@ -8,10 +8,23 @@ one way in: a field missing or of the wrong type is a `MalformedResponse`, never
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, dataclass, fields
 from datetime import datetime
-from typing import Any, TypeVar
+from enum import Enum
+from types import UnionType
+from typing import (
+    Any,
+    ClassVar,
+    Literal,
+    Self,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from mcp_eventlog_client.errors import MalformedResponse
 from mcp_eventlog_client.verdict import Verdict
@@ -30,45 +43,119 @@ def read_answer(reader: Callable[[dict[str, Any]], T], body: Any) -> T:
         raise MalformedResponse(200, MalformedResponse.code, detail) from error
 
 
-def _of(body: dict[str, Any], name: str, *kinds: type) -> Any:
-    value = body.get(name) if type(None) in kinds else body[name]
-    if not isinstance(value, kinds):
+Reader = Callable[[Any, str], Any]
+"""Reads one value (a member's, or an item of an array member) named `name` for errors."""
+
+
+def checked(value: Any, name: str, kind: type) -> Any:
+    """`value` of the member `name` when it is a `kind` (a JSON boolean is no integer);
+    else `TypeError`."""
+    return _instance_of(kind)(value, name)
+
+
+@functools.cache
+def _instance_of(kind: type) -> Reader:
+    """The reader of a value that must be a `kind` (one per kind, as it is on every path)."""
+
+    def read(value: Any, name: str) -> Any:
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
         raise TypeError(f"{name!r} is {type(value).__name__}")
+
+    return read
+
+
+def flag(body: Mapping[str, Any], name: str) -> bool:
+    """A boolean member that a service from before it was added leaves out: false then."""
+    value = body.get(name)
+    return value is not None and bool(checked(value, name, bool))
+
+
+def _reader(kind: Any) -> Reader:
+    """How a value of the declared type `kind` is read from JSON (nothing here is lenient:
+    a field read leniently is given to `read_record` by its record)."""
+    origin, args = get_origin(kind), get_args(kind)
+    text, array, obj = _instance_of(str), _instance_of(list), _instance_of(dict)
+    if kind is datetime:
+        return lambda value, name: datetime.fromisoformat(text(value, name))
+    if origin is Literal:
+        return lambda value, name: _one_of(args, text(value, name), name)
+    if origin is tuple:  # tuple[X, ...]: a JSON array of X
+        item = _reader(args[0])
+        return lambda value, name: tuple(item(v, name) for v in array(value, name))
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return lambda value, name: kind(text(value, name))
+    if isinstance(kind, type) and issubclass(kind, Record):
+        return lambda value, name: kind.from_json(obj(value, name))
+    return _instance_of(origin or kind)
+
+
+def _one_of(allowed: tuple[str, ...], value: str, name: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name!r} is {value!r}")
     return value
 
 
-def _str(body: dict[str, Any], name: str) -> str:
-    value: str = _of(body, name, str)
-    return value
+Member = tuple[str, Reader, Any]
+"""A record's field: its name (its member's), how its value is read, and what stands for
+a member left out or null (`MISSING`: the member is required)."""
 
 
-def _int(body: dict[str, Any], name: str) -> int:
-    value: int = _of(body, name, int)
-    return value
+def _member(name: str, kind: Any, default: Any) -> Member:
+    """A field of the declared type `kind`: required, unless its type admits None or it has
+    a default."""
+    args = get_args(kind)
+    if get_origin(kind) in (Union, UnionType) and type(None) in args:
+        (kind,) = (arg for arg in args if arg is not type(None))
+        default = None
+    return name, _reader(kind), default
 
 
-def _bool(body: dict[str, Any], name: str) -> bool:
-    value: bool = _of(body, name, bool)
-    return value
+_MEMBERS: dict[type[Record], tuple[Member, ...]] = {}
 
 
-def _opt_str(body: dict[str, Any], name: str) -> str | None:
-    value: str | None = _of(body, name, str, type(None))
-    return value
+def _members(record: type[Record]) -> tuple[Member, ...]:
+    """The fields of `record` as read, in order (worked out once per record)."""
+    members = _MEMBERS.get(record)
+    if members is None:
+        hints = get_type_hints(record)
+        members = tuple(_member(f.name, hints[f.name], f.default) for f in fields(record))
+        _MEMBERS[record] = members
+    return members
 
 
-def _opt_int(body: dict[str, Any], name: str) -> int | None:
-    value: int | None = _of(body, name, int, type(None))
-    return value
+R = TypeVar("R", bound="Record")
 
 
-def _time(body: dict[str, Any], name: str) -> datetime:
-    return datetime.fromisoformat(_str(body, name))
+def read_record(record: type[R], body: Mapping[str, Any], **given: Any) -> R:
+    """A `record` from a JSON object of the contract: each field read from the member of
+    its name by its declared type (`str`, `int`, `bool`, `dict`, `datetime`, a `Literal`
+    or an enum of strings, another record, a `tuple[X, ...]` from an array, each `| None`
+    or with a default when the member may be left out); `given` holds the fields a record
+    reads otherwise (from another member, or leniently)."""
+    values = dict(given)
+    for name, read, default in _members(record):
+        if name in values:
+            continue
+        if default is MISSING:
+            values[name] = read(body[name], name)
+        else:
+            value = body.get(name)
+            values[name] = default if value is None else read(value, name)
+    return record(**values)
 
 
-def _opt_time(body: dict[str, Any], name: str) -> datetime | None:
-    value = _opt_str(body, name)
-    return None if value is None else datetime.fromisoformat(value)
+class Record:
+    """A record of the contract (each a frozen dataclass): read from the service's JSON by
+    its fields' declared types (`read_record`)."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Self:
+        """Read the record from a JSON object of the contract."""
+        return read_record(cls, body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +171,7 @@ class NewEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class Generation:
+class Generation(Record):
     """A generation of a stream: its token, its place (epoch), its range and its state."""
 
     stream_id: str
@@ -115,48 +202,28 @@ class Generation:
         return self.abandoned_at is not None
 
     @classmethod
-    def from_json(cls, body: dict[str, Any]) -> Generation:
-        """Read a Generation object of the contract."""
-        return cls(
-            stream_id=_str(body, "stream_id"),
-            token=_str(body, "generation"),
-            epoch=_int(body, "epoch"),
-            reason=_str(body, "reason"),
-            producer=_opt_str(body, "producer"),
-            head_seq=_int(body, "head_seq"),
-            tail_seq=_int(body, "tail_seq"),
-            terminal=_bool(body, "terminal"),
-            terminal_seq=_opt_int(body, "terminal_seq"),
-            superseded=bool(_of(body, "superseded", bool, type(None))),
-            expired=bool(_of(body, "expired", bool, type(None))),
-            created_at=_time(body, "created_at"),
-            supersedes=_opt_str(body, "supersedes"),
-            lease_seconds=_opt_int(body, "lease_seconds"),
-            lease_expires_at=_opt_time(body, "lease_expires_at"),
-            pipeline=_opt_int(body, "pipeline") or 0,
-            abandoned_at=_opt_time(body, "abandoned_at"),
+    def from_json(cls, body: Mapping[str, Any]) -> Generation:
+        """Read a Generation object of the contract (its token is the member `generation`)."""
+        return read_record(
+            cls,
+            body,
+            token=checked(body["generation"], "generation", str),
+            superseded=flag(body, "superseded"),
+            expired=flag(body, "expired"),
         )
 
 
 @dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(Record):
     """A renewed writer lease: the generation and when its lease now runs out (None when
     the service did not say)."""
 
     generation: str
     lease_expires_at: datetime | None
 
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> Lease:
-        """Read the answer to a lease renewal (REST or a channel frame)."""
-        return cls(
-            generation=_str(body, "generation"),
-            lease_expires_at=_opt_time(body, "lease_expires_at"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(Record):
     """The ids of an appended batch (or of the stored batch it duplicates)."""
 
     generation: str
@@ -166,21 +233,9 @@ class AppendResult:
     terminal: bool
     duplicate: bool
 
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> AppendResult:
-        """Read an append response."""
-        return cls(
-            generation=_str(body, "generation"),
-            event_ids=tuple(_str({"id": i}, "id") for i in _of(body, "event_ids", list)),
-            head_seq=_int(body, "head_seq"),
-            tail_seq=_int(body, "tail_seq"),
-            terminal=_bool(body, "terminal"),
-            duplicate=_bool(body, "duplicate"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class StoredEvent:
+class StoredEvent(Record):
     """One stored event, with its id `<token>:<seq>`."""
 
     id: str
@@ -189,24 +244,9 @@ class StoredEvent:
     data: str
     terminal: bool
 
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> StoredEvent:
-        """Read one event of a page or a resume answer."""
-        return cls(
-            id=_str(body, "id"),
-            seq=_int(body, "seq"),
-            event=_opt_str(body, "event"),
-            data=_str(body, "data"),
-            terminal=_bool(body, "terminal"),
-        )
-
-
-def _events(body: dict[str, Any]) -> tuple[StoredEvent, ...]:
-    return tuple(StoredEvent.from_json(e) for e in _of(body, "events", list))
-
 
 @dataclass(frozen=True, slots=True)
-class ResumeAnswer:
+class ResumeAnswer(Record):
     """The verdict on a `Last-Event-ID` and, when it delivers any, the first page of events.
 
     `next_after` is set while more events remain: page on with
@@ -226,27 +266,9 @@ class ResumeAnswer:
     head_seq: int | None
     tail_seq: int | None
 
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> ResumeAnswer:
-        """Read a resume response."""
-        return cls(
-            verdict=Verdict(_str(body, "verdict")),
-            reason=_str(body, "reason"),
-            detail=_str(body, "detail"),
-            stream_id=_opt_str(body, "stream_id"),
-            last_event_id=_str(body, "last_event_id"),
-            generation=_opt_str(body, "generation"),
-            discard_client_state=_bool(body, "discard_client_state"),
-            events=_events(body),
-            next_after=_opt_int(body, "next_after"),
-            terminal=_bool(body, "terminal"),
-            head_seq=_opt_int(body, "head_seq"),
-            tail_seq=_opt_int(body, "tail_seq"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class EventPage:
+class EventPage(Record):
     """A page of a generation's events; `next_after` is set while more remain.
 
     `superseded`: a newer generation fenced this one, so no event will follow the page.
@@ -260,22 +282,9 @@ class EventPage:
     terminal: bool
     superseded: bool = False
 
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> EventPage:
-        """Read a page response."""
-        return cls(
-            generation=_str(body, "generation"),
-            events=_events(body),
-            next_after=_opt_int(body, "next_after"),
-            head_seq=_int(body, "head_seq"),
-            tail_seq=_int(body, "tail_seq"),
-            terminal=_bool(body, "terminal"),
-            superseded=bool(_of(body, "superseded", bool, type(None))),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class StreamView:
+class StreamView(Record):
     """A stream and its current generation."""
 
     stream_id: str
@@ -283,15 +292,3 @@ class StreamView:
     updated_at: datetime
     generations: int
     current: Generation | None
-
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> StreamView:
-        """Read a stream response."""
-        current = _of(body, "current", dict, type(None))
-        return cls(
-            stream_id=_str(body, "stream_id"),
-            created_at=_time(body, "created_at"),
-            updated_at=_time(body, "updated_at"),
-            generations=_int(body, "generations"),
-            current=None if current is None else Generation.from_json(current),
-        )

@@ -8,36 +8,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, get_args
 
-from mcp_eventlog_client.models import StoredEvent
+from mcp_eventlog_client.models import Record, StoredEvent, checked, flag, read_record
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 TASK_STATUSES: frozenset[str] = frozenset(get_args(TaskStatus))
 
 
-def _req(body: Mapping[str, Any], name: str, *kinds: type) -> Any:
-    value = body[name]
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise TypeError(f"{name!r} is {type(value).__name__}")
-    return value
-
-
-def _opt(body: Mapping[str, Any], name: str, *kinds: type) -> Any:
-    value = body.get(name)
-    return None if value is None else _req(body, name, *kinds)
-
-
-def _time(body: Mapping[str, Any], name: str) -> datetime:
-    return datetime.fromisoformat(_req(body, name, str))
-
-
-def _opt_time(body: Mapping[str, Any], name: str) -> datetime | None:
-    value = _opt(body, name, str)
-    return None if value is None else datetime.fromisoformat(value)
-
-
 @dataclass(frozen=True, slots=True)
-class Task:
+class Task(Record):
     """A task as the service answers it.
 
     `result` is set when `completed` (the tool's `CallToolResult`, a tool error included),
@@ -73,30 +52,6 @@ class Task:
         """Whether the task failed because its worker stopped renewing its lease."""
         data = (self.error or {}).get("data")
         return isinstance(data, dict) and data.get("reason") == "worker_lost"
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Task:
-        """Read a task object of the contract."""
-        status = _req(body, "status", str)
-        if status not in TASK_STATUSES:
-            raise ValueError(f"'status' is {status!r}")
-        return cls(
-            task_id=_req(body, "task_id", str),
-            status=status,
-            status_message=_opt(body, "status_message", str),
-            created_at=_time(body, "created_at"),
-            last_updated_at=_time(body, "last_updated_at"),
-            ttl_ms=_req(body, "ttl_ms", int),
-            poll_interval_ms=_req(body, "poll_interval_ms", int),
-            attempt=_req(body, "attempt", int),
-            generation=_req(body, "generation", str),
-            lease_expires_at=_opt_time(body, "lease_expires_at"),
-            cancel_requested=_req(body, "cancel_requested", bool),
-            result=_opt(body, "result", dict),
-            error=_opt(body, "error", dict),
-            input_requests=_opt(body, "input_requests", dict),
-            input_responses=_opt(body, "input_responses", dict),
-        )
 
     def to_mcp(self) -> dict[str, Any]:
         """The task as MCP's tasks extension shows it (SEP-2663 `DetailedTask`, camelCase):
@@ -170,7 +125,7 @@ def mcp_detailed(task: ShownTask) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class InputAnswer:
+class InputAnswer(Record):
     """The task after the requester's answers, and the keys it took (the others were
     ignored: not asked in this round, or answered already)."""
 
@@ -180,12 +135,12 @@ class InputAnswer:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> InputAnswer:
         """Read an input response."""
-        accepted = _req(body, "accepted", list)
+        accepted = checked(body["accepted"], "accepted", list)
         return cls(task=Task.from_json(body), accepted=tuple(str(key) for key in accepted))
 
 
 @dataclass(frozen=True, slots=True)
-class TaskAppend:
+class TaskAppend(Record):
     """The ids of a task's appended progress events, and the worker's lease after it."""
 
     task_id: str
@@ -196,22 +151,9 @@ class TaskAppend:
     duplicate: bool
     lease_expires_at: datetime | None
 
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> TaskAppend:
-        """Read a task append response."""
-        return cls(
-            task_id=_req(body, "task_id", str),
-            attempt=_req(body, "attempt", int),
-            generation=_req(body, "generation", str),
-            event_ids=tuple(_req({"id": i}, "id", str) for i in _req(body, "event_ids", list)),
-            tail_seq=_req(body, "tail_seq", int),
-            duplicate=_req(body, "duplicate", bool),
-            lease_expires_at=_opt_time(body, "lease_expires_at"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class TaskEventsPage:
+class TaskEventsPage(Record):
     """A page of the current attempt's events.
 
     A reader that sees `attempt` change (or `superseded`) discards what it read and starts
@@ -231,14 +173,4 @@ class TaskEventsPage:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> TaskEventsPage:
         """Read a task events page."""
-        return cls(
-            task_id=_req(body, "task_id", str),
-            attempt=_req(body, "attempt", int),
-            generation=_req(body, "generation", str),
-            events=tuple(StoredEvent.from_json(e) for e in _req(body, "events", list)),
-            next_after=_opt(body, "next_after", int),
-            head_seq=_req(body, "head_seq", int),
-            tail_seq=_req(body, "tail_seq", int),
-            terminal=_req(body, "terminal", bool),
-            superseded=bool(_opt(body, "superseded", bool)),
-        )
+        return read_record(cls, body, superseded=flag(body, "superseded"))
