@@ -58,7 +58,9 @@ def _instance_of(kind: type) -> Reader:
     """The reader of a value that must be a `kind` (one per kind, as it is on every path)."""
 
     def read(value: Any, name: str) -> Any:
-        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+        if type(value) is kind or (
+            isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        ):
             return value
         raise TypeError(f"{name!r} is {type(value).__name__}")
 
@@ -133,15 +135,16 @@ def read_record(record: type[R], body: Mapping[str, Any], **given: Any) -> R:
     or an enum of strings, another record, a `tuple[X, ...]` from an array, each `| None`
     or with a default when the member may be left out); `given` holds the fields a record
     reads otherwise (from another member, or leniently)."""
-    values = dict(given)
+    values: dict[str, Any] = {}
     for name, read, default in _members(record):
-        if name in values:
-            continue
-        if default is MISSING:
+        if given and name in given:
+            values[name] = given[name]
+        elif default is MISSING:
             values[name] = read(body[name], name)
+        elif (value := body.get(name)) is None:
+            values[name] = default
         else:
-            value = body.get(name)
-            values[name] = default if value is None else read(value, name)
+            values[name] = read(value, name)
     return record(**values)
 
 
