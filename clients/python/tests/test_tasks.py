@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from mcp_eventlog_client import (
     BeyondTail,
+    EventPage,
     InvalidTransition,
     LiveEnd,
     LiveEvent,
@@ -102,6 +103,8 @@ async def test_renew_append_events_and_follow(tasks: TaskClient) -> None:
         (2, None, "two"),
     ]
     assert (page.attempt, page.terminal, page.superseded) == (1, False, False)
+    assert isinstance(page, EventPage)  # a page reader takes a task's page as any other
+    assert (page.task_id, page.generation) == (task.task_id, task.generation)
     with pytest.raises(BeyondTail):
         await tasks.events(task.task_id, after=5)
 

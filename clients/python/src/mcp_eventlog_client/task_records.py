@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, get_args
 
-from mcp_eventlog_client.models import Record, StoredEvent, checked, flag, read_record
+from mcp_eventlog_client.models import EventPage, Record, checked
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
@@ -152,9 +152,10 @@ class TaskAppend(Record):
     lease_expires_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskEventsPage(Record):
-    """A page of the current attempt's events.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskEventsPage(EventPage):
+    """A page of the current attempt's events: an `EventPage` of the attempt's generation,
+    with the task and the attempt it belongs to.
 
     A reader that sees `attempt` change (or `superseded`) discards what it read and starts
     over at `after=0`: the new attempt is a new run, never spliced onto the old one.
@@ -162,15 +163,3 @@ class TaskEventsPage(Record):
 
     task_id: str
     attempt: int
-    generation: str
-    events: tuple[StoredEvent, ...]
-    next_after: int | None
-    head_seq: int
-    tail_seq: int
-    terminal: bool
-    superseded: bool
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> TaskEventsPage:
-        """Read a task events page."""
-        return read_record(cls, body, superseded=flag(body, "superseded"))
