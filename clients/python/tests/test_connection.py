@@ -13,6 +13,7 @@ from mcp_eventlog_client import (
     NewEvent,
     RetryPolicy,
     ServiceClient,
+    ServiceConnection,
     ServiceUnreachable,
     Superseded,
     TaskClient,
@@ -138,7 +139,7 @@ async def test_both_clients_take_the_connection_options_and_own_what_they_build(
         assert (connection.timeout, connection.retry) == (2.5, FAST)
         await client.aclose()
         assert transport.closed, kind
-    # A given connection is shared: a TaskClient leaves it open for its owner.
+    # A given connection is shared: either client leaves it open for its owner.
     shared = ClosingTransport()
     log = EventLogClient("http://one.test", transport=shared)
     tasks = TaskClient(connection=log.connection)
@@ -147,6 +148,12 @@ async def test_both_clients_take_the_connection_options_and_own_what_they_build(
     assert not shared.closed
     await log.aclose()
     assert shared.closed
+    owned = ServiceConnection("http://two.test", transport=(mine := ClosingTransport()))
+    borrower = EventLogClient(connection=owned)
+    await borrower.aclose()
+    assert not mine.closed
+    await owned.aclose()
+    assert mine.closed
 
 
 def test_known_codes_map_to_their_class() -> None:

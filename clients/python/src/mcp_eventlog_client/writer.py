@@ -106,10 +106,11 @@ class EventLogClient(ServiceClient):
         `frame_too_large`, `no_asyncio`, `closed`)."""
 
     async def aclose(self) -> None:
-        """Release the connection pool, a given connection's too (and the append channel)."""
+        """Close the append channel, and release the connection pool unless the connection
+        was given (its owner closes it, as for a `TaskClient`)."""
         if self.channel is not None:
             await self.channel.aclose()
-        await self.connection.aclose()
+        await super().aclose()
 
     async def open_generation(
         self,
